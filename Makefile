@@ -1,0 +1,61 @@
+# Two commands on a fresh machine (see README.md):
+#   make book   create .venv, install everything, execute and build the book -> _build/html/index.html
+#   make test   create .venv, run the unit tests and execute every notebook with nbval (smoke preset)
+# Other targets: make venv (environment only), make clean (remove _build).
+#
+# Override the experiment scale of the book build with e.g. `make book ITLIN_PRESET=smoke`
+# (presets: smoke, book, colab, paper; see README.md).
+
+SHELL        := /bin/bash
+PYTHON       ?= python3
+VENV         := .venv
+VENV_PY      := $(VENV)/bin/python
+STAMP        := $(VENV)/.installed
+ITLIN_PRESET ?= book
+BUILD_DIR    := _build
+# Jupyter Book's execution cache (execute.execute_notebooks: cache). It is keyed on a
+# notebook's code only, so this Makefile wipes it whenever the preset, the itlin_core
+# sources, the recorded results or the pinned requirements change (see `book` below).
+JCACHE       := $(BUILD_DIR)/.jupyter_cache
+CACHE_KEY    := $(BUILD_DIR)/.itlin_cache_key
+
+.PHONY: venv book test clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV_PY) -m pip install --quiet --upgrade pip
+	$(VENV_PY) -m pip install --quiet -r requirements.txt
+	$(VENV_PY) -m pip install --quiet --no-deps -e .
+	@touch $@
+
+book: $(STAMP)
+	@mkdir -p $(BUILD_DIR)
+	@key=$$( { echo "preset=$(ITLIN_PRESET)"; cat requirements.txt; \
+	          find itlin_core book/results -type f \( -name '*.py' -o -name '*.json' \) 2>/dev/null \
+	            | LC_ALL=C sort | xargs -r sha256sum; } | sha256sum | cut -d' ' -f1 ); \
+	if [ -d $(JCACHE) ] && [ "$$key" != "$$(cat $(CACHE_KEY) 2>/dev/null)" ]; then \
+	  echo "Preset, itlin_core or recorded results changed: clearing the notebook execution cache."; \
+	  rm -rf $(JCACHE); \
+	fi; \
+	echo "$$key" > $(CACHE_KEY)
+	JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text \
+	  $(VENV)/bin/jupyter-book build . --all
+	@echo
+	@echo "Book built (ITLIN_PRESET=$(ITLIN_PRESET)): $(CURDIR)/$(BUILD_DIR)/html/index.html"
+	@echo "Open it in a browser, or serve it with: python3 -m http.server -d $(BUILD_DIR)/html"
+
+# pytest's exit status is passed on unchanged (make itself then exits 2). If the
+# environment variable ITLIN_PYTEST_RC_FILE names a file, the exact status is also
+# written there (.ci/run uses this). Status 5 means pytest collected no tests.
+test: $(STAMP)
+	@rc=0; \
+	JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off \
+	  $(VENV_PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider || rc=$$?; \
+	if [ -n "$${ITLIN_PYTEST_RC_FILE:-}" ]; then echo $$rc > "$$ITLIN_PYTEST_RC_FILE"; fi; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit status 5)." >&2; fi; \
+	exit $$rc
+
+clean:
+	rm -rf $(BUILD_DIR)

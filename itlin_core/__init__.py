@@ -1,0 +1,41 @@
+"""itlin_core: the algorithms of the iterative-linearisation teaching book, in JAX.
+
+A flat public API over small modules (see DESIGN.md §3)::
+
+    import itlin_core as ic
+    apply_lin = ic.linearise(apply_fn, params_s)
+    ntk = ic.empirical_ntk(apply_fn, params, x1, x2)
+    params = ic.gn_step(apply_fn, params, x, y, lr=1.0, damping=0.0)
+    f_train_t, f_test_t = ic.gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train, f0_test)
+    state = ic.init_il_state(params, optimizer)
+    step = ic.make_il_step(apply_fn, loss_fn, optimizer, K)
+"""
+
+from .flow import gradient_flow, gradient_flow_params
+from .gauss_newton import (TGNResult, damping_min_eigenvalue, gn_direction, gn_step, kernel_solve,
+                           tgn_step)
+from .iterative import (ILState, TrainingDiverged, full_batch, init_il_state, linearised_objective,
+                        make_il_eval, make_il_step, make_il_sweep_step, minibatches, period_as_int,
+                        replicate, train)
+from .linearise import empirical_ntk, flat_jacobian, kernel_matrix, linearise, tree_sub, tree_vdot
+from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
+from .metrics import feature_alignment, kernel_distance
+from .models import Model, count_params, lenet50, mlp
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # linearisation and kernels
+    "linearise", "empirical_ntk", "kernel_matrix", "flat_jacobian", "tree_sub", "tree_vdot",
+    # iterative linearisation
+    "ILState", "init_il_state", "make_il_step", "make_il_sweep_step", "period_as_int", "replicate",
+    "linearised_objective", "make_il_eval", "train", "full_batch", "minibatches", "TrainingDiverged",
+    # Gauss-Newton
+    "gn_direction", "gn_step", "kernel_solve", "tgn_step", "TGNResult", "damping_min_eigenvalue",
+    # gradient flow
+    "gradient_flow", "gradient_flow_params",
+    # losses and metrics
+    "squared_error", "softmax_cross_entropy", "accuracy", "rmse", "kernel_distance", "feature_alignment",
+    # models
+    "Model", "mlp", "lenet50", "count_params",
+]

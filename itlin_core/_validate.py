@@ -1,0 +1,83 @@
+"""Argument checks shared by the public functions.
+
+Every check raises :class:`ValueError` with a sentence that says what was
+wrong and what is allowed (DESIGN.md §3). Checks are skipped for values that
+are JAX tracers (inside ``jit``/``vmap`` the value is not known in Python).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import jax
+import numpy as np
+
+# The period used internally for "never relinearise" (K = None or math.inf).
+# A step counter in int32 cannot reach it, and ``0 % K == 0`` at step 0 only
+# re-anchors at the initial parameters, which ``init_il_state`` already did.
+K_NEVER = np.iinfo(np.int32).max
+
+
+def is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def check_period(K):
+    """Return K as an int (``K_NEVER`` for None/inf) or raise ValueError.
+
+    Allowed: a positive integer, ``None`` or ``math.inf`` (never relinearise),
+    or an integer JAX array (e.g. under ``vmap`` over a sweep of K values; use
+    :func:`itlin_core.period_as_int` to build one).
+    """
+    if K is None:
+        return K_NEVER
+    if is_traced(K) or isinstance(K, jax.Array):
+        if not np.issubdtype(K.dtype, np.integer):
+            raise ValueError(
+                f"K as an array must have an integer dtype, got {K.dtype}; "
+                "build it with itlin_core.period_as_int.")
+        return K
+    if isinstance(K, bool) or not isinstance(K, numbers.Real):
+        raise ValueError(
+            f"K (the relinearisation period) must be a positive integer, None or "
+            f"math.inf (never relinearise), got {K!r}.")
+    if math.isinf(K) and K > 0:
+        return K_NEVER
+    if isinstance(K, numbers.Integral) or (math.isfinite(K) and float(K).is_integer()):
+        K = int(K)  # 1e6 written as a float is a common way to say "a million steps"
+    else:
+        raise ValueError(
+            f"K (the relinearisation period) must be a whole number of steps, None or "
+            f"math.inf (never relinearise), got {K!r}.")
+    if K < 1:
+        raise ValueError(
+            f"K (the relinearisation period) must be at least 1 (K=1 is plain gradient "
+            f"descent), got {K}. Use None or math.inf to never relinearise.")
+    return min(K, K_NEVER)
+
+
+def check_damping(damping):
+    """Raise ValueError unless ``damping`` is a non-negative finite number,
+    a callable, or a traced value."""
+    if callable(damping) or is_traced(damping):
+        return damping
+    try:
+        lam = float(damping)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"damping must be a non-negative number or a callable eigenvalues -> lambda, "
+            f"got {damping!r}.") from None
+    if not math.isfinite(lam) or lam < 0:
+        raise ValueError(
+            f"damping must be a finite number >= 0 (0 is undamped Gauss-Newton), got {damping!r}.")
+    return damping
+
+
+def check_leading_dims(name_a, a, name_b, b):
+    """Raise ValueError unless ``a`` and ``b`` have the same leading (batch) size."""
+    na, nb = np.shape(a)[:1], np.shape(b)[:1]
+    if na != nb:
+        raise ValueError(
+            f"{name_a} and {name_b} must have the same number of examples (leading axis), "
+            f"got shapes {np.shape(a)} and {np.shape(b)}.")

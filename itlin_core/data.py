@@ -1,0 +1,54 @@
+"""Small synthetic data sets for the CPU chapters (no download needed)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def single_index(key, n_train: int, n_test: int, d: int, link: str = "abs"):
+    r"""Gaussian inputs ``x ~ N(0, I_d)`` and a target that depends on one hidden direction,
+    ``y = g(<w*, x>)`` with a unit vector ``w*`` drawn at random.
+
+    A network that learns features can find ``w*`` and then only has a 1-D function to fit;
+    a fixed kernel (the linearised network) must fit a function of ``d`` variables from the
+    same data, so it generalises worse as ``d`` grows. ``link``: ``"abs"``
+    (``|z| - E|z|``, centred), ``"relu"`` or ``"tanh3"`` (``tanh(3z)``).
+
+    Returns a dict with ``x_train (n_train, d)``, ``y_train (n_train, 1)``, ``x_test``,
+    ``y_test`` and the direction ``w_star (d,)``.
+    """
+    links = {"abs": lambda z: jnp.abs(z) - jnp.sqrt(2.0 / jnp.pi),
+             "relu": jax.nn.relu,
+             "tanh3": lambda z: jnp.tanh(3.0 * z)}
+    if link not in links:
+        raise ValueError(f"unknown link {link!r}; use one of {sorted(links)}.")
+    if min(n_train, n_test, d) < 1:
+        raise ValueError(f"n_train, n_test and d must be >= 1, got {n_train}, {n_test}, {d}.")
+    kw, ktr, kte = jax.random.split(key, 3)
+    w = jax.random.normal(kw, (d,))
+    w = w / jnp.linalg.norm(w)
+    x_train = jax.random.normal(ktr, (n_train, d))
+    x_test = jax.random.normal(kte, (n_test, d))
+    g = links[link]
+    return {"x_train": x_train, "y_train": g(x_train @ w)[:, None],
+            "x_test": x_test, "y_test": g(x_test @ w)[:, None], "w_star": w}
+
+
+def regression_1d(key, n_train: int, n_test: int, noise_std: float = 0.0, interval=(-3.0, 3.0)):
+    r"""A 1-D regression toy: ``y = sin(x) + 0.3 x`` (plus optional Gaussian noise on the
+    training targets) with training inputs uniform on ``interval`` and test inputs on an evenly
+    spaced grid over it (for plotting functions). Returns the same dict layout as
+    :func:`single_index` (without ``w_star``)."""
+    lo, hi = interval
+    if not hi > lo:
+        raise ValueError(f"interval must be (low, high) with low < high, got {interval!r}.")
+    k1, k2 = jax.random.split(key)
+    f = lambda x: jnp.sin(x) + 0.3 * x
+    x_train = jax.random.uniform(k1, (n_train, 1), minval=lo, maxval=hi)
+    x_test = jnp.linspace(lo, hi, n_test)[:, None]
+    y_train = f(x_train) + noise_std * jax.random.normal(k2, x_train.shape)
+    return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": f(x_test)}
+
+
+__all__ = ["single_index", "regression_1d"]

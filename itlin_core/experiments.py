@@ -1,0 +1,194 @@
+"""The experiments the chapters run, with their presets (DESIGN.md §4).
+
+Each chapter reads its preset from the ``ITLIN_PRESET`` environment variable (default
+``book``) through :func:`get_preset` and its settings from one table here, so every choice
+the papers leave open (widths, input ranges, learning rates) is stated in one place.
+
+``smoke`` is for CI and nbval (seconds), ``book`` for the book build on a 2-core CPU
+(about a minute per toy chapter), ``colab``/``paper`` for GPUs. The toy chapters are CPU
+experiments whatever the preset: their ``colab`` and ``paper`` settings equal ``book``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from . import data as _data
+from .iterative import init_il_state, make_il_eval, make_il_sweep_step, replicate, train
+from .linearise import empirical_ntk
+from .losses import rmse, squared_error
+from .metrics import kernel_distance
+from .models import centred, mlp
+
+PRESETS = ("smoke", "book", "colab", "paper")
+
+
+def get_preset(preset: str | None = None) -> str:
+    """The preset to use: ``preset`` if given, else ``$ITLIN_PRESET``, else ``"book"``.
+
+    Raises ValueError for anything but ``smoke``, ``book``, ``colab``, ``paper``.
+    """
+    name = preset if preset is not None else os.environ.get("ITLIN_PRESET", "book")
+    name = str(name).strip().lower()
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}: ITLIN_PRESET (or preset=) must be one of "
+                         f"{', '.join(PRESETS)}.")
+    return name
+
+
+def _per_preset(table: dict, preset: str | None):
+    name = get_preset(preset)
+    return table.get(name, table["book"])
+
+
+# ----------------------------------------------------------------------------------------------
+# Chapter "Linearisation and the empirical NTK": how far does the kernel move in training?
+
+@dataclasses.dataclass(frozen=True)
+class KernelEvolutionConfig:
+    """A 1-D regression (``data.regression_1d`` on [-3, 3]) fitted by a centred, scaled ReLU
+    MLP ``alpha * (f(theta, x) - f(theta_0, x))`` for several ``alpha``; full-batch GD with
+    learning rate ``lr_factor / lambda_max(NTK at init)`` (the same speed in function space for
+    every alpha); the kernel distance to the initial NTK is recorded every ``eval_every`` steps."""
+
+    width: int
+    n_train: int
+    steps: int
+    eval_every: int
+    alphas: tuple
+    lr_factor: float = 0.5
+    depth: int = 2
+    seed: int = 0
+
+
+KERNEL_EVOLUTION = {
+    "smoke": KernelEvolutionConfig(width=64, n_train=16, steps=400, eval_every=100, alphas=(0.1, 1.0, 10.0)),
+    "book": KernelEvolutionConfig(width=256, n_train=32, steps=4000, eval_every=100, alphas=(0.1, 0.3, 1.0, 3.0, 10.0)),
+}
+
+
+def kernel_evolution_config(preset: str | None = None) -> KernelEvolutionConfig:
+    return _per_preset(KERNEL_EVOLUTION, preset)
+
+
+def run_kernel_evolution(cfg: KernelEvolutionConfig, progress=None) -> dict:
+    """Train one network per ``alpha`` (K = 1, plain GD) and record, at each evaluation step,
+    the training loss and the kernel distance between the current and the initial NTK on the
+    training inputs. Returns ``{"alphas", "eval_step", "kernel_distance" (A, T),
+    "train_rmse" (A, T), "relative_param_change" (A, T), "data"}``."""
+    data = _data.regression_1d(jax.random.PRNGKey(cfg.seed), cfg.n_train, 200)
+    x, y = data["x_train"], data["y_train"]
+    base = mlp([1] + [cfg.width] * cfg.depth + [1], "relu")
+    params0 = base.init(jax.random.PRNGKey(cfg.seed + 1))
+    norm0 = jnp.sqrt(sum(jnp.vdot(a, a) for a in jax.tree_util.tree_leaves(params0)))
+    out = {"alphas": np.asarray(cfg.alphas), "data": data}
+    rows = {"kernel_distance": [], "train_rmse": [], "relative_param_change": []}
+    for alpha in cfg.alphas:
+        apply = centred(base.apply, params0, alpha)
+        k0 = empirical_ntk(apply, params0, x)
+        lr = cfg.lr_factor / float(jnp.linalg.eigvalsh(k0)[-1])
+        opt = optax.sgd(lr)
+
+        def eval_fn(state, apply=apply, k0=k0):
+            delta = jax.tree_util.tree_map(jnp.subtract, state.params, params0)
+            change = jnp.sqrt(sum(jnp.vdot(a, a) for a in jax.tree_util.tree_leaves(delta))) / norm0
+            return {"kernel_distance": kernel_distance(empirical_ntk(apply, state.params, x), k0),
+                    "train_rmse": rmse(apply(state.params, x), y), "relative_param_change": change}
+
+        from .iterative import make_il_step
+        step = make_il_step(apply, squared_error, opt, K=1)
+        _, hist = train(step, init_il_state(params0, opt), (x, y), cfg.steps, eval_fn=eval_fn,
+                        eval_every=cfg.eval_every, progress=progress, desc=f"alpha={alpha:g}")
+        for k in rows:
+            rows[k].append(hist[k])
+        out["eval_step"] = hist["eval_step"]
+    out.update({k: np.stack(v) for k, v in rows.items()})
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Chapter "Iterative linearisation": a sweep over K on a task where features matter
+
+@dataclasses.dataclass(frozen=True)
+class ILToyConfig:
+    """Single-index regression (``data.single_index`` with ``|z|`` link) in ``d`` dimensions,
+    learnt by a ReLU MLP with two hidden layers whose output is multiplied by ``out_scale``
+    (0.1: a small output scale puts standard-width networks in the feature-learning regime);
+    full-batch IL with SGD at ``lr = lr_factor / lambda_max(NTK at init)`` and the squared
+    error ``1/2 ||f - y||^2``; one run per K, all in one vmapped program."""
+
+    d: int
+    n_train: int
+    n_test: int
+    width: int
+    steps: int
+    eval_every: int
+    Ks: tuple
+    out_scale: float = 0.1
+    lr_factor: float = 0.3
+    seed: int = 0
+
+
+IL_TOY = {
+    "smoke": ILToyConfig(d=16, n_train=128, n_test=1000, width=64, steps=2000, eval_every=500,
+                         Ks=(1, 100, None)),
+    "book": ILToyConfig(d=16, n_train=256, n_test=2000, width=128, steps=8000, eval_every=200,
+                        Ks=(1, 10, 100, 1000, None)),
+}
+
+
+def il_toy_config(preset: str | None = None) -> ILToyConfig:
+    return _per_preset(IL_TOY, preset)
+
+
+def il_toy_problem(cfg: ILToyConfig):
+    """``(model, params0, data, lr)`` for :class:`ILToyConfig`."""
+    data = _data.single_index(jax.random.PRNGKey(cfg.seed), cfg.n_train, cfg.n_test, cfg.d, "abs")
+    model = mlp([cfg.d, cfg.width, cfg.width, 1], "relu", out_scale=cfg.out_scale)
+    params0 = model.init(jax.random.PRNGKey(cfg.seed + 1))
+    lam_max = float(jnp.linalg.eigvalsh(empirical_ntk(model.apply, params0, data["x_train"]))[-1])
+    return model, params0, data, cfg.lr_factor / lam_max
+
+
+def run_il_sweep(cfg: ILToyConfig, Ks: Sequence | None = None, progress=None) -> dict:
+    """Train one IL run per K (vmapped: one compiled program) and evaluate the network and
+    its linearised proxy on train and test data every ``eval_every`` steps. Returns the
+    :func:`itlin_core.train` history (arrays with a trailing run axis over K) plus ``"Ks"``,
+    ``"lr"`` and ``"feature_updates"`` (relinearisations per run)."""
+    Ks = tuple(cfg.Ks if Ks is None else Ks)
+    model, params0, data, lr = il_toy_problem(cfg)
+    opt = optax.sgd(lr)
+    step, periods = make_il_sweep_step(model.apply, squared_error, opt, Ks)
+    states = replicate(init_il_state(params0, opt), len(Ks))
+    eval_fn = jax.vmap(make_il_eval(model.apply,
+                                    {"train": (data["x_train"], data["y_train"]),
+                                     "test": (data["x_test"], data["y_test"])},
+                                    {"rmse": rmse}))
+    _, hist = train(step, states, (data["x_train"], data["y_train"]), cfg.steps, eval_fn=eval_fn,
+                    eval_every=cfg.eval_every, progress=progress, desc=f"IL sweep over {len(Ks)} values of K")
+    hist["Ks"] = Ks
+    hist["lr"] = lr
+    hist["feature_updates"] = np.array([cfg.steps if k == 1 else
+                                        (1 if k is None or k == math.inf else -(-cfg.steps // int(k)))
+                                        for k in Ks])
+    return hist
+
+
+def k_label(K) -> str:
+    """``"K=1"``, ``"K=1e3"``, ``"K=∞"`` for legends."""
+    if K is None or K == math.inf:
+        return "K=∞"
+    K = int(K)
+    return f"K={K}" if K < 1000 else f"K=1e{int(round(math.log10(K)))}" if 10 ** round(math.log10(K)) == K else f"K={K}"
+
+
+__all__ = ["PRESETS", "get_preset", "KernelEvolutionConfig", "kernel_evolution_config", "run_kernel_evolution",
+           "ILToyConfig", "il_toy_config", "il_toy_problem", "run_il_sweep", "k_label"]

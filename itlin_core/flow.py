@@ -1,0 +1,158 @@
+r"""Closed-form gradient flow of a linear(ised) model under the squared error.
+
+Paper 000 Lemma 3.2.1 and App. B (eqs. (14)-(24)). For ``L = 1/2 ||f - Y||^2`` (a sum) and
+a model that is linear in its parameters with Jacobian ``J`` on the training inputs and
+kernel ``Theta = J J^T``, gradient flow ``d theta/dt = -J^T (f_t - Y)`` gives
+
+.. math::
+    f_t(X) &= Y + e^{-\Theta t}\,(f_0(X) - Y), \\
+    f_t(x) &= f_0(x) - \Theta(x, X)\,\Theta^{-1}\big(I - e^{-\Theta t}\big)(f_0(X) - Y), \\
+    \theta_t &= \theta_0 - J^\top \Theta^{-1}\big(I - e^{-\Theta t}\big)(f_0(X) - Y).
+
+Time ``t`` is in units of learning rate x steps: gradient descent with step ``eta`` for ``n``
+steps approximates the flow at ``t = eta * n``. At ``t = inf`` the model interpolates the
+training data with the minimum-norm change of parameters.
+
+Numerical choice: ``Theta = V diag(ev) V^T`` by ``eigh``; the factor
+``(1 - e^{-ev t}) / ev`` is evaluated as ``-expm1(-ev t) / ev``, which keeps its digits for
+small ``ev t`` and tends to ``t`` as ``ev -> 0``; eigen-directions below a relative cut-off
+are treated as exactly null (their factor is ``t``, or ``0`` at ``t = inf``, the
+pseudo-inverse), so a near-singular NTK gives finite, correct answers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from ._linalg import psd_eigh
+from .linearise import _as_2d, empirical_ntk, kernel_matrix
+
+PyTree = Any
+
+
+def _decay_factors(ev, t, cutoff):
+    """g(ev, t) = (1 - exp(-ev t)) / ev, with its limits: t for ev -> 0, 1/ev for t = inf."""
+    t = jnp.asarray(t, ev.dtype)
+    small = ev <= cutoff
+    safe_ev = jnp.where(small, 1.0, ev)
+    inf_t = jnp.isinf(t)
+    g_big = jnp.where(inf_t, 1.0 / safe_ev, -jnp.expm1(-safe_ev * jnp.where(inf_t, 0.0, t)) / safe_ev)
+    g_small = jnp.where(inf_t, 0.0, t)
+    return jnp.where(small, g_small, g_big)
+
+
+def _kernel_and_outputs(ntk, f0, name):
+    """Kernel as a square matrix on flattened outputs, f0 as (N, O)."""
+    f0 = jnp.asarray(f0)
+    f2 = _as_2d(f0)
+    n, o = f2.shape
+    ntk = jnp.asarray(ntk)
+    if ntk.ndim == 4:
+        if ntk.shape[:2] != (n, n) or ntk.shape[2:] != (o, o):
+            raise ValueError(f"{name} of shape {ntk.shape} does not match f0_train of shape {f0.shape}: "
+                             f"expected (N, N, O, O) = {(n, n, o, o)}.")
+        return kernel_matrix(ntk), f2, True
+    if ntk.ndim != 2 or ntk.shape != (n, n):
+        raise ValueError(f"{name} must be (N, N) or (N, N, O, O) with N = {n} training points "
+                         f"(the length of f0_train), got shape {ntk.shape}.")
+    return ntk, f2, False
+
+
+def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=None, *,
+                  rcond: float | None = None):
+    r"""Function-space gradient flow of a linear(ised) model in closed form (000 Lemma 3.2.1).
+
+    Args:
+      ntk_train: ``Theta(X, X)``: ``(N, N)`` (the same kernel for every output, e.g. scalar
+        outputs) or the full blocks ``(N, N, O, O)`` from ``empirical_ntk(..., full=True)``.
+      f0_train: outputs at ``t = 0`` on the training inputs, ``(N,)`` or ``(N, O)``.
+      y_train: targets, same shape as ``f0_train``.
+      t: a time (float, may be ``math.inf``) or a 1-D array of times.
+      ntk_test_train: ``Theta(X*, X)``: ``(M, N)`` or ``(M, N, O, O)``; optional.
+      f0_test: outputs at ``t = 0`` on the test inputs, needed with ``ntk_test_train``.
+      rcond: eigenvalues below ``rcond * max eigenvalue`` count as zero
+        (default ``N*O * machine epsilon``).
+
+    Returns:
+      ``(f_train_t, f_test_t)`` with a leading time axis when ``t`` is an array;
+      ``f_test_t`` is ``None`` without test inputs. Shapes follow ``f0_train``/``f0_test``.
+    """
+    kmat, f2, full = _kernel_and_outputs(ntk_train, f0_train, "ntk_train")
+    y2 = _as_2d(jnp.asarray(y_train))
+    if y2.shape != f2.shape:
+        raise ValueError(f"y_train must have the shape of f0_train {jnp.shape(f0_train)}, "
+                         f"got {jnp.shape(y_train)}.")
+    if (ntk_test_train is None) != (f0_test is None):
+        raise ValueError("give both ntk_test_train and f0_test, or neither.")
+    n, o = f2.shape
+    # Work on (N*O,) when the kernel couples outputs, else on (N, O) columns sharing one kernel.
+    r0 = (f2 - y2).reshape(-1) if full else (f2 - y2)
+    ev, vecs, cutoff = psd_eigh(kmat, rcond)
+    coeff = vecs.T @ r0  # components of the initial residual along the eigenvectors
+
+    if ntk_test_train is not None:
+        f0t = jnp.asarray(f0_test)
+        ft2 = _as_2d(f0t)
+        kt = jnp.asarray(ntk_test_train)
+        m = ft2.shape[0]
+        if full:
+            if kt.shape != (m, n, o, o):
+                raise ValueError(f"ntk_test_train must have shape (M, N, O, O) = {(m, n, o, o)}, got {kt.shape}.")
+            kt = kernel_matrix(kt)
+        elif kt.shape != (m, n) or ft2.shape[1] != o:
+            raise ValueError(f"ntk_test_train must have shape (M, N) = {(m, n)} and f0_test (M, O) with "
+                             f"O = {o}, got {kt.shape} and {f0t.shape}.")
+        kt_v = kt @ vecs
+
+    def at(tt):
+        g = _decay_factors(ev, tt, cutoff)
+        # f_t(X) - f_0(X) = -Theta Theta^+ (I - e^{-Theta t}) r0 = -V diag(ev * g) V^T r0
+        shrink = (ev * g).reshape((-1,) + (1,) * (coeff.ndim - 1))
+        ftr = f2 - (vecs @ (shrink * coeff)).reshape(f2.shape)
+        out_tr = ftr.reshape(jnp.shape(f0_train))
+        if ntk_test_train is None:
+            return out_tr, None
+        gg = g.reshape((-1,) + (1,) * (coeff.ndim - 1))
+        fte = ft2 - (kt_v @ (gg * coeff)).reshape(ft2.shape)
+        return out_tr, fte.reshape(jnp.shape(f0_test))
+
+    t_arr = jnp.asarray(t)
+    if t_arr.ndim == 0:
+        if not (t_arr >= 0):
+            raise ValueError(f"t must be >= 0 (or math.inf), got {t!r}.")
+        return at(t_arr)
+    if t_arr.ndim != 1:
+        raise ValueError(f"t must be a number or a 1-D array of times, got shape {t_arr.shape}.")
+    if bool(jnp.any(t_arr < 0)):
+        raise ValueError("every time in t must be >= 0 (math.inf is allowed).")
+    return jax.vmap(at)(t_arr)
+
+
+def gradient_flow_params(apply_fn: Callable, params0: PyTree, x, y, t, *, rcond: float | None = None) -> PyTree:
+    r"""Parameter-space gradient flow of the model linearised at ``params0`` (000 App. B eq. (23)):
+
+    .. math:: \theta_t = \theta_0 - J^\top\,\Theta^{+}\big(I - e^{-\Theta t}\big)\,(f_0(X) - Y),
+
+    with ``J`` the Jacobian at ``params0`` on ``x`` and ``Theta = J J^T`` (all output blocks).
+    At ``t = inf`` this is ``theta_0 - J^+ r``, the undamped Gauss-Newton step
+    (:func:`itlin_core.gn_step` with ``lr=1``). ``t`` is a single time.
+    """
+    out, pullback = jax.vjp(lambda p: _as_2d(apply_fn(p, x)), params0)
+    y2 = _as_2d(jnp.asarray(y))
+    if y2.shape != out.shape:
+        raise ValueError(f"y must match the model outputs {out.shape}, got {jnp.shape(y)}.")
+    if jnp.ndim(t) != 0 or not (float(t) >= 0 or math.isinf(float(t))):
+        raise ValueError(f"t must be a single time >= 0 (or math.inf), got {t!r}.")
+    kmat = kernel_matrix(empirical_ntk(apply_fn, params0, x, full=True))
+    ev, vecs, cutoff = psd_eigh(kmat, rcond)
+    g = _decay_factors(ev, t, cutoff)
+    a = vecs @ (g * (vecs.T @ (out - y2).reshape(-1)))
+    (d,) = pullback(a.reshape(out.shape))
+    return jax.tree_util.tree_map(jnp.subtract, params0, d)
+
+
+__all__ = ["gradient_flow", "gradient_flow_params"]

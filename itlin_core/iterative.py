@@ -1,0 +1,329 @@
+r"""Iterative linearisation (paper 000, §3, Algorithm 3, eqs. (8)-(9); App. A eqs. (12)-(13)).
+
+Training alternates between two kinds of update:
+
+* every step, the parameters take an optimiser step on the *linearised* model
+
+  .. math:: f^{\mathrm{lin}}_{s}(\theta, x) = f(\theta_s, x) + J(\theta_s, x)(\theta - \theta_s),
+
+* every ``K`` steps (when ``step % K == 0``) the anchor moves, ``theta_s <- theta``,
+  which refreshes the features ``J(theta_s, .)`` and with them the empirical NTK.
+
+``K = 1`` is ordinary training (the anchor is always the current parameters, so
+the linearised gradient is the true gradient); ``K = None`` or ``math.inf``
+never relinearises, which is training the linearised model (the NTK / lazy
+regime). Any optax optimiser and any loss ``loss_fn(outputs, targets)`` can be
+used; a softmax lives inside the loss, outside the linearisation.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Callable, Mapping, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ._validate import K_NEVER, check_damping, check_period
+from .linearise import linearise, tree_sub, tree_vdot
+
+PyTree = Any
+
+
+class ILState(NamedTuple):
+    """State of iterative-linearisation training (a pytree, so it can be vmapped).
+
+    Attributes:
+      params: current parameters ``theta_t``.
+      anchor: parameters of the last relinearisation ``theta_s`` (the features' origin).
+      opt_state: the optax optimiser state.
+      step: number of steps taken so far (int32 scalar).
+    """
+
+    params: PyTree
+    anchor: PyTree
+    opt_state: PyTree
+    step: jax.Array
+
+
+def init_il_state(params: PyTree, optimizer: optax.GradientTransformation) -> ILState:
+    """Initial state: the anchor is the initial parameters, step 0."""
+    return ILState(params=params, anchor=params, opt_state=optimizer.init(params),
+                   step=jnp.zeros((), jnp.int32))
+
+
+def period_as_int(K) -> jax.Array:
+    """Relinearisation periods as an int32 array, for ``vmap`` over a sweep of K.
+
+    ``None`` and ``math.inf`` map to a period an int32 step counter never reaches.
+    Accepts one value or a sequence.
+    """
+    if isinstance(K, (list, tuple, np.ndarray)):
+        return jnp.asarray([check_period(k) for k in K], dtype=jnp.int32)
+    return jnp.asarray(check_period(K), dtype=jnp.int32)
+
+
+def linearised_objective(apply_fn: Callable, loss_fn: Callable, damping=0.0) -> Callable:
+    r"""The loss of the model linearised at an anchor, optionally with a proximal term.
+
+    Returns ``objective(params, anchor, x, y) -> (loss, outputs)`` with
+
+    .. math:: \mathcal L_s(\theta) = \ell\big(f^{\mathrm{lin}}_s(\theta, X), Y\big)
+              + \tfrac{\lambda}{2}\|\theta - \theta_s\|^2 .
+
+    With ``ell = 1/2 ||.||^2`` its minimiser is the damped Gauss-Newton step
+    (paper 000 eq. (10) and §3.3; the paper writes the objective without the
+    factors 1/2, which does not change the minimiser).
+    """
+    check_damping(damping)
+    if callable(damping):
+        raise ValueError("damping of a linearised objective must be a number, not a callable.")
+
+    def objective(params, anchor, x, y):
+        outputs = linearise(apply_fn, anchor)(params, x)
+        loss = loss_fn(outputs, y)
+        if not (isinstance(damping, (int, float)) and damping == 0):
+            delta = tree_sub(params, anchor)
+            loss = loss + 0.5 * damping * tree_vdot(delta, delta)
+        return loss, outputs
+
+    return objective
+
+
+def make_il_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.GradientTransformation,
+                 K, *, damping=0.0) -> Callable:
+    r"""One step of iterative linearisation (paper 000 Algorithm 3; eqs. (8)-(9), (12)-(13)).
+
+    The returned ``step(state, (x, y)) -> (state, metrics)`` is pure and jittable:
+
+    1. if ``state.step % K == 0`` the anchor becomes the current parameters (eq. (9):
+       the feature-learning step);
+    2. the gradient of ``loss_fn(f_lin(params, x), y)`` (plus ``damping/2 ||theta - theta_s||^2``)
+       is computed with a JVP inside a VJP (no Jacobian is formed) and passed to ``optimizer``
+       (eq. (8) for plain SGD).
+
+    Args:
+      apply_fn: ``apply_fn(params, x) -> outputs``.
+      loss_fn: ``loss_fn(outputs, targets) -> scalar`` (e.g. :func:`itlin_core.squared_error`).
+      optimizer: any optax ``GradientTransformation``.
+      K: relinearisation period: a positive integer, ``None``/``math.inf`` (never),
+         or an int32 array (inside ``vmap`` over a sweep, see :func:`period_as_int`).
+      damping: optional proximal weight ``lambda`` (000 §4.3, Fig. 9 bottom).
+
+    Returns:
+      ``step``; ``metrics`` holds ``loss`` (the proxy's loss before the update, which is the
+      network's loss on steps that relinearise) and ``relinearised`` (bool).
+
+    Raises:
+      ValueError: K is not a positive whole number / None / inf, or damping is negative.
+    """
+    period = check_period(K)
+    objective = linearised_objective(apply_fn, loss_fn, damping)
+    grad_fn = jax.value_and_grad(objective, has_aux=True)
+
+    def step(state: ILState, batch):
+        x, y = batch
+        relin = (state.step % period) == 0
+        anchor = jax.tree_util.tree_map(lambda p, a: jnp.where(relin, p, a), state.params, state.anchor)
+        (loss, _), grads = grad_fn(state.params, anchor, x, y)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        new_state = ILState(params=params, anchor=anchor, opt_state=opt_state, step=state.step + 1)
+        return new_state, {"loss": loss, "relinearised": relin}
+
+    return step
+
+
+def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.GradientTransformation,
+                       Ks, *, damping=0.0) -> tuple[Callable, jax.Array]:
+    """A step that advances one IL run per K value at once (one compiled program).
+
+    Returns ``(step, periods)``: ``step(states, batch)`` expects ``states`` stacked along a
+    leading axis of length ``len(Ks)`` (see :func:`replicate`) and the same batch for all runs.
+    """
+    periods = period_as_int(list(Ks))
+
+    def one(state, batch, period):
+        return make_il_step(apply_fn, loss_fn, optimizer, period, damping=damping)(state, batch)
+
+    vstep = jax.vmap(one, in_axes=(0, None, 0))
+    return (lambda states, batch: vstep(states, batch, periods)), periods
+
+
+def replicate(tree: PyTree, n: int) -> PyTree:
+    """Stack ``n`` copies of a pytree along a new leading axis (for vmapped sweeps)."""
+    return jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (n,) + jnp.shape(a)), tree)
+
+
+def make_il_eval(apply_fn: Callable, datasets: Mapping[str, tuple], metrics: Mapping[str, Callable]) -> Callable:
+    """Evaluation of both the network and its current linearised proxy.
+
+    Returns ``eval_fn(state) -> dict`` with keys ``f"{data}_{metric}_network"`` (the
+    network ``f(theta_t, .)``) and ``f"{data}_{metric}_proxy"`` (the linearised model
+    ``f_lin_s(theta_t, .)`` that IL is actually training); paper 000 Fig. 2 plots both.
+    """
+
+    def eval_fn(state: ILState):
+        out = {}
+        proxy = linearise(apply_fn, state.anchor)
+        for dname, (x, y) in datasets.items():
+            f_net = apply_fn(state.params, x)
+            f_lin = proxy(state.params, x)
+            for mname, m in metrics.items():
+                out[f"{dname}_{mname}_network"] = m(f_net, y)
+                out[f"{dname}_{mname}_proxy"] = m(f_lin, y)
+        return out
+
+    return eval_fn
+
+
+# --------------------------------------------------------------------------- training loop
+
+class TrainingDiverged(FloatingPointError):
+    """The training loss became NaN or infinite."""
+
+
+def full_batch(x, y) -> Callable:
+    """A batch function that returns the whole data set at every step."""
+    return lambda i: (x, y)
+
+
+def minibatches(key, x, y, batch_size: int) -> Callable:
+    """A jittable batch function ``i -> (x_b, y_b)``: each epoch is a fresh random
+    permutation (derived from ``key`` and the epoch number); a last incomplete batch
+    of an epoch is dropped so every batch has ``batch_size`` examples."""
+    n = x.shape[0]
+    if not 1 <= batch_size <= n:
+        raise ValueError(f"batch_size must be between 1 and the number of examples ({n}), got {batch_size}.")
+    per_epoch = n // batch_size
+
+    def batch(i):
+        epoch, j = i // per_epoch, i % per_epoch
+        perm = jax.random.permutation(jax.random.fold_in(key, epoch), n)
+        idx = jax.lax.dynamic_slice_in_dim(perm, j * batch_size, batch_size)
+        return x[idx], y[idx]
+
+    return batch
+
+
+def _progress_bar(total: int, desc: str, mode: str | None):
+    mode = (mode or os.environ.get("ITLIN_PROGRESS", "auto")).lower()
+    if mode in ("off", "0", "false", "none"):
+        return None
+    if mode == "text":
+        from tqdm.std import tqdm
+        return tqdm(total=total, desc=desc, file=sys.stderr, mininterval=2.0)
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc)
+
+
+def _check_finite(chunk_losses: np.ndarray, start: int, desc: str):
+    """Index of the first step with a non-finite loss in any run, or None."""
+    bad = ~np.isfinite(chunk_losses)
+    if not bad.any():
+        return None
+    first = int(np.argmax(bad.reshape(bad.shape[0], -1).any(axis=1)))
+    return start + first
+
+
+def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable | None = None,
+          eval_every: int | None = None, progress: str | bool | None = None, desc: str = "training",
+          on_nonfinite: str = "raise"):
+    """Run ``num_steps`` of ``step`` with ``lax.scan`` in chunks, evaluating between chunks.
+
+    Args:
+      step: ``step(state, batch) -> (state, metrics)`` with a scalar ``metrics["loss"]``
+        (or one loss per run when the step is vmapped over a sweep).
+      state: initial state.
+      batches: a batch function ``i -> batch`` (jittable in the int32 step index ``i``,
+        e.g. :func:`full_batch`, :func:`minibatches`) or a fixed batch (full batch).
+      num_steps: total number of steps.
+      eval_fn: ``eval_fn(state) -> dict`` of arrays, evaluated at step 0, every
+        ``eval_every`` steps and at the end.
+      eval_every: chunk length (default: ``num_steps``, i.e. one chunk).
+      progress: ``"auto"`` (notebook widget or terminal), ``"text"`` (stderr), ``"off"``;
+        default from the ``ITLIN_PROGRESS`` environment variable.
+      on_nonfinite: ``"raise"`` (default) raises :class:`TrainingDiverged` naming the step;
+        ``"stop"`` ends training and returns what was recorded before the bad chunk, with
+        ``history["diverged_at"]`` set; ``"ignore"`` records NaNs (the caller masks them).
+
+    Returns:
+      ``(state, history)``: ``history["loss"]`` has one entry per step (leading axis),
+      ``history["eval_step"]`` the steps at which ``eval_fn`` ran and ``history[k]`` its values,
+      ``history["diverged_at"]`` the first non-finite step or ``None``, ``history["seconds"]``
+      the wall time of training.
+    """
+    if on_nonfinite not in ("raise", "stop", "ignore"):
+        raise ValueError(f"on_nonfinite must be 'raise', 'stop' or 'ignore', got {on_nonfinite!r}.")
+    if int(num_steps) != num_steps or num_steps < 0:
+        raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}.")
+    num_steps = int(num_steps)
+    eval_every = num_steps if eval_every is None else int(eval_every)
+    if num_steps > 0 and eval_every < 1:
+        raise ValueError(f"eval_every must be a positive integer, got {eval_every!r}.")
+    batch_fn = batches if callable(batches) else (lambda i, b=batches: b)
+    if progress is True:
+        progress = "auto"
+    elif progress is False:
+        progress = "off"
+
+    @jax.jit
+    def run_chunk(state, idx):
+        def body(s, i):
+            return step(s, batch_fn(i))
+        return jax.lax.scan(body, state, idx)
+
+    jit_eval = jax.jit(eval_fn) if eval_fn is not None else None
+    history: dict[str, Any] = {"eval_step": [], "diverged_at": None}
+    evals: dict[str, list] = {}
+    losses = []
+
+    def record_eval(s, at):
+        if jit_eval is None:
+            return
+        history["eval_step"].append(at)
+        for k, v in jit_eval(s).items():
+            evals.setdefault(k, []).append(np.asarray(v))
+
+    t0 = time.perf_counter()
+    record_eval(state, 0)
+    bar = _progress_bar(num_steps, desc, progress) if num_steps else None
+    done = 0
+    try:
+        while done < num_steps:
+            n = min(eval_every, num_steps - done)
+            idx = jnp.arange(done, done + n, dtype=jnp.int32)
+            new_state, metrics = run_chunk(state, idx)
+            chunk_loss = np.asarray(metrics["loss"])
+            bad = _check_finite(chunk_loss, done, desc) if on_nonfinite != "ignore" else None
+            if bad is not None:
+                history["diverged_at"] = bad
+                if on_nonfinite == "raise":
+                    raise TrainingDiverged(
+                        f"{desc}: the loss became non-finite at step {bad}; training stopped. "
+                        "Lower the learning rate, add damping, or check the data for NaNs.")
+                break
+            state = new_state
+            losses.append(chunk_loss)
+            done += n
+            record_eval(state, done)
+            if bar is not None:
+                bar.update(n)
+    finally:
+        if bar is not None:
+            bar.close()
+    history["loss"] = np.concatenate(losses) if losses else np.zeros((0,))
+    history["eval_step"] = np.asarray(history["eval_step"])
+    for k, v in evals.items():
+        history[k] = np.stack(v)
+    history["seconds"] = time.perf_counter() - t0
+    return state, history
+
+
+__all__ = ["ILState", "init_il_state", "make_il_step", "make_il_sweep_step", "period_as_int",
+           "replicate", "linearised_objective", "make_il_eval", "train", "full_batch",
+           "minibatches", "TrainingDiverged", "K_NEVER"]

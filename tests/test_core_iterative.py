@@ -1,0 +1,167 @@
+"""Iterative linearisation: its two ends (K=1 is the optimiser on the network, K=inf is the
+optimiser on the linearised network), the relinearisation schedule, the training loop."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import itlin_core as ic
+
+MODEL = ic.mlp([2, 24, 24, 1], "tanh")
+X = jax.random.normal(jax.random.PRNGKey(1), (16, 2))
+Y = jnp.sin(2 * X[:, :1]) * X[:, 1:]
+
+OPTIMIZERS = {
+    "sgd": lambda: optax.sgd(0.004),
+    "momentum": lambda: optax.sgd(0.002, momentum=0.9),
+    "adam": lambda: optax.adam(3e-3),
+}
+LOSSES = {
+    "squared_error": (ic.squared_error, Y),
+    # softmax cross-entropy on two classes: the softmax stays outside the linearisation
+    "cross_entropy": (ic.softmax_cross_entropy, (Y[:, 0] > 0).astype(jnp.int32)),
+}
+CE_MODEL = ic.mlp([2, 24, 24, 2], "tanh")
+
+
+def setup(loss_name):
+    loss_fn, y = LOSSES[loss_name]
+    model = MODEL if loss_name == "squared_error" else CE_MODEL
+    return model, model.init(jax.random.PRNGKey(0)), loss_fn, y
+
+
+def run(step, state, batch, n):
+    step = jax.jit(step)
+    states = []
+    for _ in range(n):
+        state, _ = step(state, batch)
+        states.append(state)
+    return states
+
+
+@pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("loss_name", sorted(LOSSES))
+def test_k1_is_plain_optax_training(opt_name, loss_name):
+    model, params, loss_fn, y = setup(loss_name)
+    opt = OPTIMIZERS[opt_name]()
+    states = run(ic.make_il_step(model.apply, loss_fn, opt, K=1), ic.init_il_state(params, opt), (X, y), 15)
+
+    @jax.jit
+    def ref_step(p, s):
+        g = jax.grad(lambda q: loss_fn(model.apply(q, X), y))(p)
+        u, s = opt.update(g, s, p)
+        return optax.apply_updates(p, u), s
+
+    p, s = params, opt.init(params)
+    for st in states:
+        p, s = ref_step(p, s)
+        for a, b in zip(jax.tree_util.tree_leaves(st.params), jax.tree_util.tree_leaves(p)):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    assert int(states[-1].step) == 15
+    # the runs compared are real training runs: the loss went down
+    assert loss_fn(model.apply(p, X), y) < 0.98 * loss_fn(model.apply(params, X), y)
+
+
+@pytest.mark.parametrize("K", [None, math.inf])
+@pytest.mark.parametrize("loss_name", sorted(LOSSES))
+def test_k_inf_is_training_the_linearised_model(K, loss_name):
+    model, params, loss_fn, y = setup(loss_name)
+    opt = optax.sgd(0.004, momentum=0.5)
+    states = run(ic.make_il_step(model.apply, loss_fn, opt, K=K), ic.init_il_state(params, opt), (X, y), 30)
+    f_lin = ic.linearise(model.apply, params)
+
+    @jax.jit
+    def ref_step(p, s):
+        g = jax.grad(lambda q: loss_fn(f_lin(q, X), y))(p)
+        u, s = opt.update(g, s, p)
+        return optax.apply_updates(p, u), s
+
+    p, s = params, opt.init(params)
+    for st in states:
+        p, s = ref_step(p, s)
+    for a, b, c in zip(jax.tree_util.tree_leaves(states[-1].params), jax.tree_util.tree_leaves(p),
+                       jax.tree_util.tree_leaves(states[-1].anchor)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    # the anchor never moved, and the network and its proxy now disagree (it is not K=1)
+    for a, b in zip(jax.tree_util.tree_leaves(states[-1].anchor), jax.tree_util.tree_leaves(params)):
+        np.testing.assert_array_equal(a, b)
+    assert float(jnp.abs(model.apply(p, X) - f_lin(p, X)).max()) > 1e-4
+    assert loss_fn(f_lin(p, X), y) < 0.98 * loss_fn(f_lin(params, X), y)
+
+
+def test_k5_moves_anchor_exactly_every_5_steps():
+    params = MODEL.init(jax.random.PRNGKey(0))
+    opt = optax.sgd(0.004)
+    state0 = ic.init_il_state(params, opt)
+    states = run(ic.make_il_step(MODEL.apply, ic.squared_error, opt, K=5), state0, (X, Y), 23)
+    history = [state0] + states
+    leaf = lambda t: jax.tree_util.tree_leaves(t)[0]
+    for t in range(1, 24):
+        s = 5 * ((t - 1) // 5)  # the step t-1 used the anchor set at the last multiple of 5
+        np.testing.assert_array_equal(leaf(history[t].anchor), leaf(history[s].params))
+        moved = not np.array_equal(leaf(history[t].anchor), leaf(history[t - 1].anchor))
+        assert moved == ((t - 1) % 5 == 0 and t > 1), t
+
+
+def test_relinearised_metric_and_sweep_step_match_single_runs():
+    params = MODEL.init(jax.random.PRNGKey(0))
+    opt = optax.sgd(0.004)
+    Ks = [1, 3, None]
+    sweep_step, periods = ic.make_il_sweep_step(MODEL.apply, ic.squared_error, opt, Ks)
+    states = ic.replicate(ic.init_il_state(params, opt), len(Ks))
+    sweep = jax.jit(sweep_step)
+    flags = []
+    for _ in range(7):
+        states, m = sweep(states, (X, Y))
+        flags.append(np.asarray(m["relinearised"]))
+    flags = np.stack(flags)  # (steps, runs)
+    np.testing.assert_array_equal(flags[:, 1], [t % 3 == 0 for t in range(7)])
+    np.testing.assert_array_equal(flags[:, 2], [t == 0 for t in range(7)])
+    for i, K in enumerate(Ks):
+        single = run(ic.make_il_step(MODEL.apply, ic.squared_error, opt, K), ic.init_il_state(params, opt), (X, Y), 7)[-1]
+        for a, b in zip(jax.tree_util.tree_leaves(single.params), jax.tree_util.tree_leaves(states.params)):
+            np.testing.assert_allclose(b[i], a, rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------ training loop
+
+def test_train_chunks_match_one_scan_and_record_evals():
+    params = MODEL.init(jax.random.PRNGKey(0))
+    opt = optax.sgd(0.004)
+    step = ic.make_il_step(MODEL.apply, ic.squared_error, opt, K=4)
+    eval_fn = ic.make_il_eval(MODEL.apply, {"train": (X, Y)}, {"rmse": ic.rmse})
+    s1, h1 = ic.train(step, ic.init_il_state(params, opt), ic.full_batch(X, Y), 30, eval_fn=eval_fn, eval_every=7)
+    s2, h2 = ic.train(step, ic.init_il_state(params, opt), (X, Y), 30)
+    np.testing.assert_allclose(h1["loss"], h2["loss"], rtol=1e-12)
+    assert h1["loss"].shape == (30,)
+    np.testing.assert_array_equal(h1["eval_step"], [0, 7, 14, 21, 28, 30])
+    assert h1["train_rmse_network"].shape == (6,)
+    # at step 0 network and proxy coincide; the final network RMSE equals a direct computation
+    assert h1["train_rmse_network"][0] == h1["train_rmse_proxy"][0]
+    np.testing.assert_allclose(h1["train_rmse_network"][-1], ic.rmse(MODEL.apply(s1.params, X), Y), rtol=1e-12)
+    # step 28 relinearised, so after 2 more steps the proxy differs from the network
+    assert h1["train_rmse_network"][-1] != h1["train_rmse_proxy"][-1]
+    assert h1["diverged_at"] is None
+
+
+def test_minibatches_cover_each_epoch_once():
+    x = jnp.arange(10.0)[:, None]
+    batch = jax.jit(ic.minibatches(jax.random.PRNGKey(0), x, x, 3))
+    seen = np.concatenate([np.asarray(batch(i)[0][:, 0]) for i in range(3)])
+    assert len(set(seen.tolist())) == 9  # 3 full batches of a 10-example epoch, no repeats
+    assert not np.array_equal(np.asarray(batch(0)[0]), np.asarray(batch(3)[0]))  # new permutation
+
+
+def test_divergence_is_detected_not_plotted():
+    params = MODEL.init(jax.random.PRNGKey(0))
+    opt = optax.sgd(50.0)  # far too large: the loss overflows
+    step = ic.make_il_step(MODEL.apply, ic.squared_error, opt, K=1)
+    with pytest.raises(ic.TrainingDiverged, match="non-finite at step"):
+        ic.train(step, ic.init_il_state(params, opt), (X, Y), 200, eval_every=50)
+    state, hist = ic.train(step, ic.init_il_state(params, opt), (X, Y), 200, eval_every=50, on_nonfinite="stop")
+    assert hist["diverged_at"] is not None and np.all(np.isfinite(hist["loss"]))
+    assert len(hist["loss"]) <= hist["diverged_at"]
