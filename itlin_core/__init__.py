@@ -14,7 +14,7 @@ A flat public API over small modules (see DESIGN.md §3)::
 from .flow import gradient_flow, gradient_flow_params
 from .gauss_newton import (TGNResult, damping_min_eigenvalue, gn_direction, gn_step, kernel_solve,
                            tgn_step)
-from .iterative import (ILState, TrainingDiverged, full_batch, init_il_state, linearised_objective,
+from .iterative import (ILState, TrainingDiverged, full_batch, init_il_state, linearised_objective, linearised_value_and_grad,
                         make_il_eval, make_il_step, make_il_sweep_step, minibatches, period_as_int,
                         replicate, train)
 from .linearise import empirical_ntk, flat_jacobian, kernel_matrix, linearise, tree_sub, tree_vdot
@@ -29,7 +29,7 @@ __all__ = [
     "linearise", "empirical_ntk", "kernel_matrix", "flat_jacobian", "tree_sub", "tree_vdot",
     # iterative linearisation
     "ILState", "init_il_state", "make_il_step", "make_il_sweep_step", "period_as_int", "replicate",
-    "linearised_objective", "make_il_eval", "train", "full_batch", "minibatches", "TrainingDiverged",
+    "linearised_objective", "linearised_value_and_grad", "make_il_eval", "train", "full_batch", "minibatches", "TrainingDiverged",
     # Gauss-Newton
     "gn_direction", "gn_step", "kernel_solve", "tgn_step", "TGNResult", "damping_min_eigenvalue",
     # gradient flow

@@ -23,7 +23,7 @@ import optax
 
 from ._linalg import psd_eigh
 from ._validate import check_damping
-from .iterative import linearised_objective
+from .iterative import linearised_objective, linearised_value_and_grad
 from .linearise import _as_2d, empirical_ntk, kernel_matrix, tree_vdot
 
 PyTree = Any
@@ -146,7 +146,8 @@ def tgn_step(apply_fn: Callable, params: PyTree, x, y, *, loss_fn: Callable,
     if rtol < 0:
         raise ValueError(f"rtol must be >= 0, got {rtol!r}.")
     objective = linearised_objective(apply_fn, loss_fn, damping)
-    value_and_grad = jax.value_and_grad(lambda p: objective(p, params, x, y)[0])
+    vg = linearised_value_and_grad(apply_fn, loss_fn, damping)
+    value_and_grad = lambda p: vg(p, params, x, y)
 
     def norm(g):
         return jnp.sqrt(tree_vdot(g, g))

