@@ -70,8 +70,9 @@ class KernelEvolutionConfig:
 
 
 KERNEL_EVOLUTION = {
-    "smoke": KernelEvolutionConfig(width=64, n_train=16, steps=400, eval_every=100, alphas=(0.1, 1.0, 10.0)),
-    "book": KernelEvolutionConfig(width=256, n_train=32, steps=4000, eval_every=100, alphas=(0.1, 0.3, 1.0, 3.0, 10.0)),
+    "smoke": KernelEvolutionConfig(width=64, n_train=16, steps=400, eval_every=100, alphas=(0.03, 1.0, 10.0)),
+    "book": KernelEvolutionConfig(width=256, n_train=32, steps=4000, eval_every=100,
+                                  alphas=(0.03, 0.1, 0.3, 1.0, 3.0, 10.0)),
 }
 
 
@@ -141,7 +142,7 @@ IL_TOY = {
     "smoke": ILToyConfig(d=16, n_train=128, n_test=1000, width=64, steps=2000, eval_every=500,
                          Ks=(1, 100, None)),
     "book": ILToyConfig(d=16, n_train=256, n_test=2000, width=128, steps=8000, eval_every=200,
-                        Ks=(1, 10, 100, 1000, None)),
+                        Ks=(1, 10, 100, 1000, 4000, None)),
 }
 
 
