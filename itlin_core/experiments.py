@@ -26,7 +26,7 @@ from .iterative import init_il_state, make_il_eval, make_il_sweep_step, replicat
 from .linearise import empirical_ntk
 from .losses import rmse, squared_error
 from .metrics import kernel_distance
-from .models import centred, mlp
+from .models import Model, centred, mlp
 
 PRESETS = ("smoke", "book", "colab", "paper")
 
@@ -124,7 +124,9 @@ class ILToyConfig:
     learnt by a ReLU MLP with two hidden layers whose output is multiplied by ``out_scale``
     (0.1: a small output scale puts standard-width networks in the feature-learning regime);
     full-batch IL with SGD at ``lr = lr_factor / lambda_max(NTK at init)`` and the squared
-    error ``1/2 ||f - y||^2``; one run per K, all in one vmapped program."""
+    error ``1/2 ||f - y||^2``; one run per K, all in one vmapped program. With
+    ``centre_output`` the model is ``out_scale * (f(theta, x) - f(theta_0, x))``
+    (:func:`itlin_core.models.centred`), which starts from the zero function whatever the scale."""
 
     d: int
     n_train: int
@@ -135,6 +137,7 @@ class ILToyConfig:
     Ks: tuple
     out_scale: float = 0.1
     lr_factor: float = 0.3
+    centre_output: bool = False
     seed: int = 0
 
 
@@ -153,8 +156,13 @@ def il_toy_config(preset: str | None = None) -> ILToyConfig:
 def il_toy_problem(cfg: ILToyConfig):
     """``(model, params0, data, lr)`` for :class:`ILToyConfig`."""
     data = _data.single_index(jax.random.PRNGKey(cfg.seed), cfg.n_train, cfg.n_test, cfg.d, "abs")
-    model = mlp([cfg.d, cfg.width, cfg.width, 1], "relu", out_scale=cfg.out_scale)
-    params0 = model.init(jax.random.PRNGKey(cfg.seed + 1))
+    if cfg.centre_output:
+        base = mlp([cfg.d, cfg.width, cfg.width, 1], "relu")
+        params0 = base.init(jax.random.PRNGKey(cfg.seed + 1))
+        model = Model(base.init, centred(base.apply, params0, cfg.out_scale))
+    else:
+        model = mlp([cfg.d, cfg.width, cfg.width, 1], "relu", out_scale=cfg.out_scale)
+        params0 = model.init(jax.random.PRNGKey(cfg.seed + 1))
     lam_max = float(jnp.linalg.eigvalsh(empirical_ntk(model.apply, params0, data["x_train"]))[-1])
     return model, params0, data, cfg.lr_factor / lam_max
 
