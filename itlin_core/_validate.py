@@ -26,8 +26,9 @@ def is_traced(x) -> bool:
 def check_period(K):
     """Return K as an int (``K_NEVER`` for None/inf) or raise ValueError.
 
-    Allowed: a positive integer, ``None`` or ``math.inf`` (never relinearise),
-    or an integer JAX array (e.g. under ``vmap`` over a sweep of K values; use
+    Allowed: a positive integer (a whole float such as ``1e6`` is accepted; periods beyond
+    the int32 range are treated as "never", since no int32 step counter reaches them),
+    ``None`` or ``math.inf`` (never relinearise), or an integer JAX array (e.g. under ``vmap`` over a sweep of K values; use
     :func:`itlin_core.period_as_int` to build one).
     """
     if K is None:

@@ -258,7 +258,7 @@ def _progress_bar(total: int, desc: str, mode: str | None):
     return tqdm(total=total, desc=desc)
 
 
-def _check_finite(chunk_losses: np.ndarray, start: int, desc: str):
+def _first_nonfinite(chunk_losses: np.ndarray, start: int):
     """Index of the first step with a non-finite loss in any run, or None."""
     bad = ~np.isfinite(chunk_losses)
     if not bad.any():
@@ -336,7 +336,7 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
             idx = jnp.arange(done, done + n, dtype=jnp.int32)
             new_state, metrics = run_chunk(state, idx)
             chunk_loss = np.asarray(metrics["loss"])
-            bad = _check_finite(chunk_loss, done, desc) if on_nonfinite != "ignore" else None
+            bad = _first_nonfinite(chunk_loss, done) if on_nonfinite != "ignore" else None
             if bad is not None:
                 history["diverged_at"] = bad
                 if on_nonfinite == "raise":
