@@ -40,7 +40,7 @@ book: $(STAMP)
 	  rm -rf $(JCACHE); \
 	fi; \
 	echo "$$key" > $(CACHE_KEY)
-	JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text \
+	JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
 	  $(VENV)/bin/jupyter-book build . --all
 	@echo
 	@echo "Book built (ITLIN_PRESET=$(ITLIN_PRESET)): $(CURDIR)/$(BUILD_DIR)/html/index.html"
@@ -51,7 +51,7 @@ book: $(STAMP)
 # written there (.ci/run uses this). Status 5 means pytest collected no tests.
 test: $(STAMP)
 	@rc=0; \
-	JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off \
+	JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off ITLIN_SLIDERS=static \
 	  $(VENV_PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider || rc=$$?; \
 	if [ -n "$${ITLIN_PYTEST_RC_FILE:-}" ]; then echo $$rc > "$$ITLIN_PYTEST_RC_FILE"; fi; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit status 5)." >&2; fi; \

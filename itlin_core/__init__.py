@@ -22,6 +22,8 @@ from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
 from .metrics import feature_alignment, kernel_distance
 from .models import Model, count_params, lenet50, mlp
 
+from . import data, exercises, experiments  # noqa: E402  (submodules: ic.data.single_index, ...)
+
 __version__ = "0.1.0"
 
 __all__ = [

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not JB.exists(), reason="jupyter-book is not ins
 
 
 def build(root, out):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", ITLIN_PRESET="smoke", ITLIN_PROGRESS="off")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", ITLIN_PRESET="smoke", ITLIN_PROGRESS="off", ITLIN_SLIDERS="static")
     return subprocess.run([str(JB), "build", str(root), "--path-output", str(out)], env=env,
                           capture_output=True, text=True, timeout=900)
 

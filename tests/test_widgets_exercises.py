@@ -1,0 +1,64 @@
+"""The slider helper and the exercise checkers."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from itlin_core import exercises, widgets  # noqa: E402
+
+
+def test_static_slider_embeds_one_frame_per_value(capsys):
+    fig, ax = plt.subplots()
+    seen = []
+
+    def draw(v):
+        seen.append(v)
+        ax.clear()
+        ax.plot([0, 1], [0, v])
+
+    html = widgets.slider(fig, draw, [1.0, 2.0, 3.0], label="t", mode="static")
+    text = html.data
+    assert text.count("data:image/png;base64") == 3  # one embedded frame per value
+    assert 'type="range"' in text  # the HTML slider that steps through them
+    assert sorted(set(seen)) == [1.0, 2.0, 3.0]
+    assert not plt.fignum_exists(fig.number)  # closed: no duplicate still image
+
+
+def test_slider_rejects_bad_input(monkeypatch):
+    fig, _ = plt.subplots()
+    with pytest.raises(ValueError, match="at least one"):
+        widgets.slider(fig, lambda v: None, [], label="t", mode="static")
+    monkeypatch.setenv("ITLIN_SLIDERS", "animated")
+    with pytest.raises(ValueError, match="static' or 'live'"):
+        widgets.slider(fig, lambda v: None, [1], label="t")
+    plt.close(fig)
+
+
+def test_check_gradient_flow_accepts_right_and_rejects_wrong(capsys):
+    right = lambda ntk, f0, y, t: y + jax.scipy.linalg.expm(-ntk * t) @ (f0 - y)
+    assert exercises.check_gradient_flow(right)
+    wrong_sign = lambda ntk, f0, y, t: y + jax.scipy.linalg.expm(ntk * t) @ (f0 - y)
+    assert not exercises.check_gradient_flow(wrong_sign)
+    no_y = lambda ntk, f0, y, t: jax.scipy.linalg.expm(-ntk * t) @ f0
+    assert not exercises.check_gradient_flow(no_y)
+    def raises(ntk, f0, y, t):
+        raise RuntimeError("oops")
+    assert not exercises.check_gradient_flow(raises)
+    out = capsys.readouterr().out
+    assert "✔" in out and "✘" in out and "oops" in out
+
+
+def test_check_half_life():
+    a = jax.random.normal(jax.random.PRNGKey(0), (5, 8))
+    ntk = a @ a.T
+    lam_min = float(np.linalg.eigvalsh(np.asarray(ntk))[0])
+    assert exercises.check_half_life(math.log(2) / lam_min, ntk)
+    assert not exercises.check_half_life(math.log(2) / float(jnp.max(jnp.linalg.eigvalsh(ntk))), ntk)
+    assert not exercises.check_half_life(float("nan"), ntk)
