@@ -52,6 +52,7 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
         v = values[i]
         draw(v)
         fig.suptitle(f"{label} = {fmt(v)}", fontsize=11)
+        fig.tight_layout()
         return []
 
     if _mode(mode) == "static":
