@@ -62,3 +62,25 @@ def check_half_life(answer: float, ntk, *, rtol: float = 1e-3) -> bool:
 
 
 __all__ = ["check_gradient_flow", "check_half_life"]
+
+
+def check_kernel_form(fn: Callable, *, rtol: float = 1e-6) -> bool:
+    """Check ``fn(J, r, lam) -> d`` against the primal damped Gauss-Newton direction
+    ``(J^T J + lam I)^{-1} J^T r`` on random wide and tall matrices (float64 NumPy)."""
+    rng = np.random.default_rng(0)
+    for n, p in [(3, 7), (6, 20), (9, 4)]:
+        J, r = rng.normal(size=(n, p)), rng.normal(size=n)
+        for lam in [0.1, 1.0, 10.0]:
+            want = np.linalg.solve(J.T @ J + lam * np.eye(p), J.T @ r)
+            try:
+                got = np.asarray(fn(J, r, lam), dtype=np.float64).reshape(-1)
+            except Exception as e:
+                return _report(False, "your function raised an exception", f"{type(e).__name__}: {e}")
+            if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max()):
+                return _report(False, f"wrong direction for J of shape {J.shape} and lam = {lam}",
+                               f"expected shape {want.shape}, got {got.shape}; max error "
+                               f"{np.abs(got - want).max() if got.shape == want.shape else float('nan'):.3g}")
+    return _report(True, "matches (J^T J + lam I)^-1 J^T r for wide and tall J and three dampings")
+
+
+__all__ += ["check_kernel_form"]

@@ -17,6 +17,7 @@ import os
 from typing import Sequence
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -201,3 +202,127 @@ def k_label(K) -> str:
 
 __all__ = ["PRESETS", "get_preset", "KernelEvolutionConfig", "kernel_evolution_config", "run_kernel_evolution",
            "ILToyConfig", "il_toy_config", "il_toy_problem", "run_il_sweep", "k_label"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Chapter "From iterative linearisation to Gauss-Newton": the regimes of paper 000 Fig. 1
+
+@dataclasses.dataclass(frozen=True)
+class RegimesConfig:
+    """A small, well-conditioned over-parameterised regression: ``n_train`` Gaussian inputs in
+    ``d`` dimensions with the single-index target ``tanh(3 <w*, x>)`` (``data.single_index``),
+    a tanh MLP with two hidden layers of ``width``; full-batch IL with SGD at
+    ``lr = lr_factor / lambda_max(NTK at init)`` for ``steps`` steps (enough for every K to fit
+    the training data); Gauss-Newton and damped GN iterated ``gn_iterations`` times with
+    damping ``lambda = f * lambda_max`` for each ``f`` in ``damping_factors``."""
+
+    d: int
+    n_train: int
+    n_test: int
+    width: int
+    steps: int
+    Ks: tuple
+    damping_factors: tuple
+    gn_iterations: int
+    lr_factor: float = 0.2
+    seed: int = 0
+
+
+REGIMES = {
+    "smoke": RegimesConfig(d=5, n_train=8, n_test=200, width=32, steps=20000, Ks=(1, 100, 10000, None),
+                           damping_factors=(1e-3, 1.0, 10.0), gn_iterations=1500),
+    "book": RegimesConfig(d=5, n_train=8, n_test=500, width=64, steps=60000,
+                          Ks=(1, 3, 10, 30, 100, 300, 1000, 3000, 10000, None),
+                          damping_factors=(1e-3, 1e-2, 1e-1, 0.3, 1.0, 3.0, 10.0), gn_iterations=6000),
+}
+
+
+def regimes_config(preset: str | None = None) -> RegimesConfig:
+    return _per_preset(REGIMES, preset)
+
+
+def regimes_problem(cfg: RegimesConfig):
+    """``(model, params0, data, lambda_max)`` for :class:`RegimesConfig`."""
+    data = _data.single_index(jax.random.PRNGKey(cfg.seed), cfg.n_train, cfg.n_test, cfg.d, "tanh3")
+    model = mlp([cfg.d, cfg.width, cfg.width, 1], "tanh")
+    params0 = model.init(jax.random.PRNGKey(cfg.seed + 1))
+    lam_max = float(jnp.linalg.eigvalsh(empirical_ntk(model.apply, params0, data["x_train"]))[-1])
+    return model, params0, data, lam_max
+
+
+def iterate_gn(apply_fn, params0, x, y, dampings, n_iter: int):
+    """Run ``n_iter`` (damped) Gauss-Newton steps from ``params0`` for each damping value at once
+    (``vmap`` over ``dampings``, ``lax.scan`` over iterations); returns the stacked parameters."""
+    from .gauss_newton import gn_step
+
+    def run(lam):
+        return jax.lax.scan(lambda p, _: (gn_step(apply_fn, p, x, y, damping=lam), None), params0, None,
+                            length=n_iter)[0]
+
+    return jax.jit(jax.vmap(run))(jnp.asarray(dampings))
+
+
+def run_regimes(cfg: RegimesConfig, progress=None) -> dict:
+    """Train to convergence with IL for every K (one vmapped program), with undamped GN and with
+    damped GN for every damping; return the functions each method converged to on the test
+    inputs (``f_il (nK, M)``, ``f_gn (M,)``, ``f_damped (nL, M)``), training RMSEs to confirm
+    convergence, and the root-mean-square distances of each converged function to those of
+    gradient descent (IL with K = 1) and of Gauss-Newton."""
+    from .linearise import linearise
+
+    model, params0, data, lam_max = regimes_problem(cfg)
+    x, y, xt = data["x_train"], data["y_train"], data["x_test"]
+    Ks = tuple(cfg.Ks)
+    lr = cfg.lr_factor / lam_max
+    opt = optax.sgd(lr)
+    step, _ = make_il_sweep_step(model.apply, squared_error, opt, Ks)
+    states, hist = train(step, replicate(init_il_state(params0, opt), len(Ks)), (x, y), cfg.steps,
+                         eval_every=max(1, cfg.steps // 20), progress=progress, desc="IL to convergence, all K")
+    proxy = jax.vmap(lambda s, xx: linearise(model.apply, s.anchor)(s.params, xx), in_axes=(0, None))
+    f_il, train_il = proxy(states, xt)[..., 0], jax.vmap(rmse, in_axes=(0, None))(proxy(states, x), y)
+    lams = np.asarray(cfg.damping_factors) * lam_max
+    p_all = iterate_gn(model.apply, params0, x, y, np.concatenate([[0.0], lams]), cfg.gn_iterations)
+    outs = jax.vmap(model.apply, in_axes=(0, None))
+    f_all, train_all = outs(p_all, xt)[..., 0], jax.vmap(rmse, in_axes=(0, None))(outs(p_all, x), y)
+    f_gd, f_gn = f_il[Ks.index(1)], f_all[0]
+    dist = lambda f, g: np.sqrt(np.mean((np.asarray(f) - np.asarray(g)) ** 2, axis=-1))
+    return {"Ks": Ks, "lr": lr, "lam_max": lam_max, "dampings": lams, "data": data, "model": model,
+            "params0": params0, "f_il": np.asarray(f_il), "f_gn": np.asarray(f_gn), "f_damped": np.asarray(f_all[1:]),
+            "train_rmse_il": np.asarray(train_il), "train_rmse_gn": float(train_all[0]),
+            "train_rmse_damped": np.asarray(train_all[1:]),
+            "il_to_gd": dist(f_il, f_gd), "il_to_gn": dist(f_il, f_gn),
+            "damped_to_gd": dist(f_all[1:], f_gd), "damped_to_gn": dist(f_all[1:], f_gn)}
+
+
+__all__ += ["RegimesConfig", "regimes_config", "regimes_problem", "iterate_gn", "run_regimes"]
+
+
+def run_first_block(cfg: RegimesConfig, Ks: Sequence[int]) -> dict:
+    """One linearisation (paper 000 Lemma 3.2.1): the IL iterate after ``K`` steps from the
+    initialisation (before its first refresh) against the undamped Gauss-Newton step, for each
+    ``K`` in ``Ks`` (increasing). Returns the measured relative distances
+    ``|theta_K - theta_GN| / |theta_GN - theta_0|`` and the same quantity predicted by the
+    closed-form gradient flow at ``t = lr * K``."""
+    from .flow import gradient_flow_params
+    from .gauss_newton import gn_step
+    from .iterative import make_il_step
+
+    model, params0, data, lam_max = regimes_problem(cfg)
+    x, y = data["x_train"], data["y_train"]
+    lr = cfg.lr_factor / lam_max
+    flat = lambda p: jax.flatten_util.ravel_pytree(p)[0]
+    target = flat(gn_step(model.apply, params0, x, y))
+    scale = float(jnp.linalg.norm(target - flat(params0)))
+    opt = optax.sgd(lr)
+    step = make_il_step(model.apply, squared_error, opt, K=None)
+    state, done, measured, predicted = init_il_state(params0, opt), 0, [], []
+    for K in Ks:
+        state, _ = train(step, state, (x, y), int(K) - done, progress="off")
+        done = int(K)
+        measured.append(float(jnp.linalg.norm(flat(state.params) - target)) / scale)
+        theta_t = gradient_flow_params(model.apply, params0, x, y, lr * K)
+        predicted.append(float(jnp.linalg.norm(flat(theta_t) - target)) / scale)
+    return {"Ks": np.asarray(Ks), "lr": lr, "measured": np.asarray(measured), "flow": np.asarray(predicted)}
+
+
+__all__ += ["run_first_block"]

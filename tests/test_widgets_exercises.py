@@ -62,3 +62,12 @@ def test_check_half_life():
     assert exercises.check_half_life(math.log(2) / lam_min, ntk)
     assert not exercises.check_half_life(math.log(2) / float(jnp.max(jnp.linalg.eigvalsh(ntk))), ntk)
     assert not exercises.check_half_life(float("nan"), ntk)
+
+
+def test_check_kernel_form():
+    right = lambda J, r, lam: J.T @ np.linalg.solve(J @ J.T + lam * np.eye(J.shape[0]), r)
+    assert exercises.check_kernel_form(right)
+    undamped = lambda J, r, lam: J.T @ np.linalg.lstsq(J @ J.T, r, rcond=None)[0]
+    assert not exercises.check_kernel_form(undamped)
+    wrong_transpose = lambda J, r, lam: np.linalg.solve(J @ J.T + lam * np.eye(J.shape[0]), r)
+    assert not exercises.check_kernel_form(wrong_transpose)
