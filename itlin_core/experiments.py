@@ -229,7 +229,7 @@ class RegimesConfig:
 
 
 REGIMES = {
-    "smoke": RegimesConfig(d=5, n_train=8, n_test=200, width=32, steps=20000, Ks=(1, 100, 10000, None),
+    "smoke": RegimesConfig(d=5, n_train=8, n_test=200, width=32, steps=20000, Ks=(1, 3, 3000, None),
                            damping_factors=(1e-3, 1.0, 10.0), gn_iterations=1500),
     "book": RegimesConfig(d=5, n_train=8, n_test=500, width=64, steps=60000,
                           Ks=(1, 3, 10, 30, 100, 300, 1000, 3000, 10000, None),
