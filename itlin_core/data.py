@@ -51,4 +51,22 @@ def regression_1d(key, n_train: int, n_test: int, noise_std: float = 0.0, interv
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": f(x_test)}
 
 
-__all__ = ["single_index", "regression_1d"]
+
+
+
+def quintic(x):
+    """The 1-D target of paper 000 App. C.2.3: ``x^5 / 32 - x^3 / 2 + 2 x - 1``."""
+    return x ** 5 / 32.0 - x ** 3 / 2.0 + 2.0 * x - 1.0
+
+
+def quintic_data(n_train: int = 20, n_test: int = 1000, interval=(-3.5, 3.5)):
+    """Evenly spaced training and test inputs on ``interval`` with quintic targets (000 App.
+    C.2.3 uses 20 and 1000 points; it does not give the interval: the book uses [-3.5, 3.5],
+    where the target stays within [-4, 4] and all four of its turning points lie inside)."""
+    lo, hi = interval
+    if not hi > lo:
+        raise ValueError(f"interval must be (low, high) with low < high, got {interval!r}.")
+    x_train = jnp.linspace(lo, hi, n_train)[:, None]
+    x_test = jnp.linspace(lo, hi, n_test)[:, None]
+    return {"x_train": x_train, "y_train": quintic(x_train), "x_test": x_test, "y_test": quintic(x_test)}
+__all__ = ["single_index", "regression_1d", "quintic", "quintic_data"]

@@ -84,3 +84,23 @@ def check_kernel_form(fn: Callable, *, rtol: float = 1e-6) -> bool:
 
 
 __all__ += ["check_kernel_form"]
+
+
+def check_total_variation(fn: Callable, *, rtol: float = 1e-6) -> bool:
+    """Check ``fn(values) -> float``, the total variation ``sum_i |v_{i+1} - v_i|`` of a function
+    sampled on an evenly spaced grid, on a few functions with known answers."""
+    cases = [("a constant", np.full(50, 3.0), 0.0),
+             ("a straight line from 0 to 2", np.linspace(0.0, 2.0, 50), 2.0),
+             ("one period of sin on 1001 points", np.sin(np.linspace(0, 2 * np.pi, 1001)), 4.0),
+             ("a zig-zag 0,1,0,1,0", np.array([0.0, 1.0, 0.0, 1.0, 0.0]), 4.0)]
+    for name, values, want in cases:
+        try:
+            got = float(fn(values))
+        except Exception as e:
+            return _report(False, "your function raised an exception", f"{type(e).__name__}: {e}")
+        if not abs(got - want) <= rtol * max(1.0, want) + 1e-4 * (name.startswith("one period")):
+            return _report(False, f"wrong total variation for {name}", f"expected {want:g}, got {got:g}")
+    return _report(True, "correct on a constant, a line, a sine and a zig-zag")
+
+
+__all__ += ["check_total_variation"]

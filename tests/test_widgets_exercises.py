@@ -71,3 +71,9 @@ def test_check_kernel_form():
     assert not exercises.check_kernel_form(undamped)
     wrong_transpose = lambda J, r, lam: np.linalg.solve(J @ J.T + lam * np.eye(J.shape[0]), r)
     assert not exercises.check_kernel_form(wrong_transpose)
+
+
+def test_check_total_variation():
+    assert exercises.check_total_variation(lambda v: np.abs(np.diff(v)).sum())
+    assert not exercises.check_total_variation(lambda v: np.abs(v[-1] - v[0]))  # ignores wiggles
+    assert not exercises.check_total_variation(lambda v: np.sum(np.diff(v) ** 2))
