@@ -69,4 +69,20 @@ def quintic_data(n_train: int = 20, n_test: int = 1000, interval=(-3.5, 3.5)):
     x_train = jnp.linspace(lo, hi, n_train)[:, None]
     x_test = jnp.linspace(lo, hi, n_test)[:, None]
     return {"x_train": x_train, "y_train": quintic(x_train), "x_test": x_test, "y_test": quintic(x_test)}
-__all__ = ["single_index", "regression_1d", "quintic", "quintic_data"]
+
+
+
+XOR_CENTRES = jnp.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
+
+
+def xor(key, n: int, noise_var: float = 0.1):
+    """The XOR data of paper 000 §4.2 (Fig. 7): ``x = z + eps`` with ``z`` uniform on the four
+    corners ``{-1, 1}^2`` (:data:`XOR_CENTRES`) and ``eps ~ N(0, noise_var I)``, and the label
+    ``y = x_1 x_2`` (shape ``(n, 1)``). Returns ``(x, y)``."""
+    if n < 1 or noise_var < 0:
+        raise ValueError(f"n must be >= 1 and noise_var >= 0, got n={n}, noise_var={noise_var}.")
+    kz, ke = jax.random.split(key)
+    z = XOR_CENTRES[jax.random.randint(kz, (n,), 0, 4)]
+    x = z + jnp.sqrt(noise_var) * jax.random.normal(ke, (n, 2))
+    return x, (x[:, 0] * x[:, 1])[:, None]
+__all__ = ["single_index", "regression_1d", "quintic", "quintic_data", "xor", "XOR_CENTRES"]

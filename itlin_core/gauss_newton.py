@@ -62,7 +62,8 @@ def kernel_solve(kmat: jax.Array, rhs: jax.Array, damping=0.0, *, rcond: float |
 
 
 def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve_dtype=None,
-                 rcond: float | None = None, ntk_batch_size: int | None = None) -> PyTree:
+                 rcond: float | None = None, ntk_batch_size: int | None = None,
+                 ntk_method: str = "implicit") -> PyTree:
     r"""Damped Gauss-Newton direction ``(J^T J + lambda I)^{-1} J^T (f(x) - y)`` (000 eq. (10)).
 
     Computed in kernel form ``J^T (J J^T + lambda I)^{-1} r`` (see the module docstring):
@@ -79,6 +80,8 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
         (needs ``jax_enable_x64``); the direction is returned in the parameters' dtype.
       rcond: relative eigenvalue cut-off of the pseudo-inverse (see :func:`kernel_solve`).
       ntk_batch_size: passed to :func:`itlin_core.empirical_ntk` as ``batch_size``.
+      ntk_method: passed to :func:`itlin_core.empirical_ntk` as ``method`` (``"jacobian"`` is
+        faster for small models).
 
     Returns:
       The direction ``d``, a pytree like ``params``; the GN update is ``params - lr * d``.
@@ -92,7 +95,8 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
             f"targets y must match the model outputs: outputs have shape {out.shape}, "
             f"y has shape {jnp.shape(y)}.")
     r = (out - y2).reshape(-1)
-    kmat = kernel_matrix(empirical_ntk(apply_fn, params, x, full=True, batch_size=ntk_batch_size))
+    kmat = kernel_matrix(empirical_ntk(apply_fn, params, x, full=True, batch_size=ntk_batch_size,
+                                       method=ntk_method))
     if dtype is not None:
         kmat, r = kmat.astype(dtype), r.astype(dtype)
     a = kernel_solve(kmat, r, damping, rcond=rcond)

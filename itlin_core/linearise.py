@@ -63,7 +63,7 @@ def _as_2d(out: jax.Array) -> jax.Array:
 
 
 def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, full: bool = False,
-                  batch_size: int | None = None) -> jax.Array:
+                  batch_size: int | None = None, method: str = "implicit") -> jax.Array:
     r"""Empirical neural tangent kernel ``J(x1) J(x2)^T`` at ``params``.
 
     .. math:: \hat\Theta(x_1, x_2)_{ij} = \sum_o \Big\langle \frac{\partial f_o(\theta, x_{1,i})}{\partial\theta},
@@ -85,13 +85,22 @@ def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, full: bool
       params: where the kernel is evaluated.
       x1, x2: inputs (leading axis = examples); ``x2=None`` means ``x1``.
       full: return the ``(N1, N2, O, O)`` blocks instead of the trace ``(N1, N2)``.
-      batch_size: columns per chunk (``None``: all at once).
+      batch_size: columns per chunk (``None``: all at once); implicit method only.
+      method: ``"implicit"`` (default, no Jacobian) or ``"jacobian"`` (explicit Jacobians).
 
     Returns:
       ``(N1, N2)`` or, with ``full=True``, ``(N1, N2, O, O)``.
     """
+    if method not in ("implicit", "jacobian"):
+        raise ValueError(f"method must be 'implicit' or 'jacobian', got {method!r}.")
     if x2 is None:
         x2 = x1
+    if method == "jacobian":
+        j1, j2 = flat_jacobian(apply_fn, params, x1), flat_jacobian(apply_fn, params, x2)
+        n1, n2 = _as_2d(apply_fn(params, x1)).shape[0], _as_2d(apply_fn(params, x2)).shape[0]
+        o = j1.shape[0] // n1
+        blocks = (j1 @ j2.T).reshape(n1, o, n2, o).transpose(0, 2, 1, 3)
+        return blocks if full else jnp.trace(blocks, axis1=2, axis2=3)
     f1 = lambda p: _as_2d(apply_fn(p, x1))
     f2 = lambda p: _as_2d(apply_fn(p, x2))
     out2, pullback = jax.vjp(f2, params)

@@ -90,3 +90,14 @@ def test_empirical_ntk_default_second_argument_is_symmetric_psd(problem):
     k = np.asarray(ic.empirical_ntk(model.apply, params, x))
     np.testing.assert_allclose(k, k.T, rtol=1e-10, atol=1e-10)
     assert np.linalg.eigvalsh(k).min() > -1e-8 * np.abs(k).max()
+
+
+def test_jacobian_method_equals_implicit(problem):
+    model, params, x = problem
+    x2 = x[:2] * 0.5
+    for full in (False, True):
+        a = ic.empirical_ntk(model.apply, params, x, x2, full=full)
+        b = ic.empirical_ntk(model.apply, params, x, x2, full=full, method="jacobian")
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+    with pytest.raises(ValueError, match="method"):
+        ic.empirical_ntk(model.apply, params, x, method="explicit")
