@@ -77,3 +77,14 @@ def test_check_total_variation():
     assert exercises.check_total_variation(lambda v: np.abs(np.diff(v)).sum())
     assert not exercises.check_total_variation(lambda v: np.abs(v[-1] - v[0]))  # ignores wiggles
     assert not exercises.check_total_variation(lambda v: np.sum(np.diff(v) ** 2))
+
+
+def test_live_slider_redraws_when_moved():
+    pytest.importorskip("ipywidgets")
+    fig, ax = plt.subplots()
+    seen = []
+    box = widgets.slider(fig, lambda v: seen.append(v), [10, 20, 30], label="K", mode="live")
+    control = box.children[0]
+    assert seen == [10]  # drawn once for the initial value
+    control.value = 2
+    assert seen[-1] == 30 and fig._suptitle.get_text() == "K = 30"
