@@ -18,7 +18,6 @@ import statistics
 import time
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from .iterative import init_il_state, make_il_step

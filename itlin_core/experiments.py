@@ -23,10 +23,12 @@ import numpy as np
 import optax
 
 from . import data as _data
-from .iterative import init_il_state, make_il_eval, make_il_sweep_step, replicate, train
-from .linearise import empirical_ntk
+from .iterative import init_il_state, make_il_eval, make_il_step, make_il_sweep_step, replicate, train
+from .flow import gradient_flow_params
+from .gauss_newton import gn_step
+from .linearise import empirical_ntk, linearise
 from .losses import rmse, squared_error
-from .metrics import kernel_distance
+from .metrics import feature_alignment, kernel_distance
 from .models import Model, centred, mlp
 
 PRESETS = ("smoke", "book", "colab", "paper")
@@ -105,7 +107,6 @@ def run_kernel_evolution(cfg: KernelEvolutionConfig, progress=None) -> dict:
             return {"kernel_distance": kernel_distance(empirical_ntk(apply, state.params, x), k0),
                     "train_rmse": rmse(apply(state.params, x), y), "relative_param_change": change}
 
-        from .iterative import make_il_step
         step = make_il_step(apply, squared_error, opt, K=1)
         _, hist = train(step, init_il_state(params0, opt), (x, y), cfg.steps, eval_fn=eval_fn,
                         eval_every=cfg.eval_every, progress=progress, desc=f"alpha={alpha:g}")
@@ -254,7 +255,6 @@ def iterate_gn(apply_fn, params0, x, y, dampings, n_iter: int, ntk_method: str =
     """Run ``n_iter`` (damped) Gauss-Newton steps from ``params0`` for each damping value at once
     (``vmap`` over ``dampings``, ``lax.scan`` over iterations); returns the stacked parameters.
     ``ntk_method="jacobian"`` forms the NTK from explicit Jacobians, faster for tiny models."""
-    from .gauss_newton import gn_step
 
     def run(lam):
         return jax.lax.scan(lambda p, _: (gn_step(apply_fn, p, x, y, damping=lam, ntk_method=ntk_method), None),
@@ -269,7 +269,6 @@ def run_regimes(cfg: RegimesConfig, progress=None) -> dict:
     inputs (``f_il (nK, M)``, ``f_gn (M,)``, ``f_damped (nL, M)``), training RMSEs to confirm
     convergence, and the root-mean-square distances of each converged function to those of
     gradient descent (IL with K = 1) and of Gauss-Newton."""
-    from .linearise import linearise
 
     model, params0, data, lam_max = regimes_problem(cfg)
     x, y, xt = data["x_train"], data["y_train"], data["x_test"]
@@ -304,9 +303,6 @@ def run_first_block(cfg: RegimesConfig, Ks: Sequence[int]) -> dict:
     ``K`` in ``Ks`` (increasing). Returns the measured relative distances
     ``|theta_K - theta_GN| / |theta_GN - theta_0|`` and the same quantity predicted by the
     closed-form gradient flow at ``t = lr * K``."""
-    from .flow import gradient_flow_params
-    from .gauss_newton import gn_step
-    from .iterative import make_il_step
 
     model, params0, data, lam_max = regimes_problem(cfg)
     x, y = data["x_train"], data["y_train"]
@@ -368,7 +364,6 @@ def run_quintic(cfg: QuinticConfig) -> dict:
     seeds and dampings, ``lax.scan`` over iterations). Returns ``train_rmse`` and ``test_rmse``
     of shape (seeds, dampings), the learnt functions on the test grid ``f_test`` (seeds,
     dampings, 1000), the ``kept`` mask (train RMSE <= ``max_train_rmse``) and the data."""
-    from .gauss_newton import gn_step
 
     data = _data.quintic_data()
     x, y, xt, yt = data["x_train"], data["y_train"], data["x_test"], data["y_test"]
@@ -437,7 +432,6 @@ def run_xor(cfg: XORConfig, progress=None) -> dict:
     return for every run the first-layer features ``W1`` (rows, shape (runs, width, 2)), the
     output weights ``w2`` (runs, width), the feature alignment of 000 eq. (11), training and test
     RMSE, and the same for the initialisation."""
-    from .metrics import feature_alignment
 
     x, y = _data.xor(jax.random.PRNGKey(cfg.seed), cfg.n_train)
     xt, yt = _data.xor(jax.random.PRNGKey(cfg.seed + 1), cfg.n_test)
@@ -451,7 +445,6 @@ def run_xor(cfg: XORConfig, progress=None) -> dict:
     states, _ = train(step, replicate(init_il_state(params0, opt), len(Ks)), (x, y), cfg.steps,
                       eval_every=max(1, cfg.steps // 20), progress=progress, on_nonfinite="ignore",
                       desc="IL on XOR, all K")
-    from .linearise import linearise
     proxy = jax.jit(jax.vmap(lambda s, xx: linearise(model.apply, s.anchor)(s.params, xx), in_axes=(0, None)))
     # P = 4 * width + 1 parameters and N = n_train points: explicit Jacobians are cheapest (measured
     # about 5x faster than the implicit NTK here)
