@@ -21,6 +21,8 @@ from .linearise import empirical_ntk, flat_jacobian, kernel_matrix, linearise, t
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
 from .metrics import feature_alignment, kernel_distance
 from .models import Model, count_params, lenet50, mlp
+from .records import (default_checkpoint_dir, default_results_dir, load_checkpoint, load_results,
+                      save_checkpoint, save_results, train_with_checkpoints)
 
 from . import data, exercises, experiments  # noqa: E402  (submodules: ic.data.single_index, ...)
 
@@ -40,4 +42,7 @@ __all__ = [
     "squared_error", "softmax_cross_entropy", "accuracy", "rmse", "kernel_distance", "feature_alignment",
     # models
     "Model", "mlp", "lenet50", "count_params",
+    # run records and checkpoints
+    "save_results", "load_results", "default_results_dir", "save_checkpoint", "load_checkpoint",
+    "train_with_checkpoints", "default_checkpoint_dir",
 ]

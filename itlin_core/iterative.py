@@ -269,7 +269,8 @@ def _first_nonfinite(chunk_losses: np.ndarray, start: int):
 
 def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable | None = None,
           eval_every: int | None = None, progress: str | bool | None = None, desc: str = "training",
-          on_nonfinite: str = "raise"):
+          on_nonfinite: str = "raise", start_step: int = 0, eval_at_start: bool = True,
+          on_chunk: Callable | None = None):
     """Run ``num_steps`` of ``step`` with ``lax.scan`` in chunks, evaluating between chunks.
 
     Args:
@@ -287,6 +288,16 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
       on_nonfinite: ``"raise"`` (default) raises :class:`TrainingDiverged` naming the step;
         ``"stop"`` ends training and returns what was recorded before the bad chunk, with
         ``history["diverged_at"]`` set; ``"ignore"`` records NaNs (the caller masks them).
+      start_step: the index of the first step, for continuing a run (used by
+        :func:`itlin_core.train_with_checkpoints`): ``batches`` is called with
+        ``start_step, ..., start_step + num_steps - 1`` and evaluation steps are counted from it.
+        Chunks end at multiples of ``eval_every`` counted from step 0, so a continued run takes
+        exactly the chunks (and evaluations) of an uninterrupted one.
+      eval_at_start: evaluate before the first step (a continued run has already done so).
+      on_chunk: ``on_chunk(state, step, losses, evals)`` called after every completed chunk
+        with the state, the index of the next step (``start_step`` plus the steps done), the
+        chunk's per-step losses and this evaluation's values (``None`` without ``eval_fn``);
+        used for checkpointing. An exception it raises stops training.
 
     Returns:
       ``(state, history)``: ``history["loss"]`` has one entry per step (leading axis),
@@ -299,6 +310,10 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
     if int(num_steps) != num_steps or num_steps < 0:
         raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}.")
     num_steps = int(num_steps)
+    if int(start_step) != start_step or start_step < 0:
+        raise ValueError(f"start_step must be a non-negative integer, got {start_step!r}.")
+    start_step = int(start_step)
+    aligned = eval_every is not None  # chunks end at multiples of eval_every counted from step 0
     eval_every = num_steps if eval_every is None else int(eval_every)
     if num_steps > 0 and eval_every < 1:
         raise ValueError(f"eval_every must be a positive integer, got {eval_every!r}.")
@@ -321,22 +336,26 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
 
     def record_eval(s, at):
         if jit_eval is None:
-            return
+            return None
         history["eval_step"].append(at)
-        for k, v in jit_eval(s).items():
-            evals.setdefault(k, []).append(np.asarray(v))
+        values = {k: np.asarray(v) for k, v in jit_eval(s).items()}
+        for k, v in values.items():
+            evals.setdefault(k, []).append(v)
+        return values
 
     t0 = time.perf_counter()
-    record_eval(state, 0)
+    if eval_at_start:
+        record_eval(state, start_step)
     bar = _progress_bar(num_steps, desc, progress) if num_steps else None
     done = 0
     try:
         while done < num_steps:
-            n = min(eval_every, num_steps - done)
-            idx = jnp.arange(done, done + n, dtype=jnp.int32)
+            at = start_step + done
+            n = min(eval_every - at % eval_every if aligned else eval_every, num_steps - done)
+            idx = jnp.arange(at, at + n, dtype=jnp.int32)
             new_state, metrics = run_chunk(state, idx)
             chunk_loss = np.asarray(metrics["loss"])
-            bad = _first_nonfinite(chunk_loss, done) if on_nonfinite != "ignore" else None
+            bad = _first_nonfinite(chunk_loss, at) if on_nonfinite != "ignore" else None
             if bad is not None:
                 history["diverged_at"] = bad
                 if on_nonfinite == "raise":
@@ -347,9 +366,11 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
             state = new_state
             losses.append(chunk_loss)
             done += n
-            record_eval(state, done)
+            values = record_eval(state, start_step + done)
             if bar is not None:
                 bar.update(n)
+            if on_chunk is not None:
+                on_chunk(state, start_step + done, chunk_loss, values)
     finally:
         if bar is not None:
             bar.close()

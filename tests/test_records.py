@@ -1,0 +1,297 @@
+"""Run records and checkpoints: results files round trip exactly (NaN and infinities included) and
+are written atomically; an interrupted and resumed training run reproduces the uninterrupted run
+bit for bit (parameters, optimiser state and every recorded curve)."""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import itlin_core as ic
+from itlin_core import records
+
+# ------------------------------------------------------------------------------ results files
+
+
+def curves():
+    return {"eval_step": np.arange(0, 50, 10),
+            "test_accuracy": jnp.asarray([[0.1, 0.5], [0.7, np.nan]], dtype=jnp.float32),
+            "loss": np.array([np.inf, -np.inf, 1.5, np.nan]),
+            "best": float("nan"), "lr": 1e-3, "Ks": [1, 3, None], "converged": np.array([True, False]),
+            "label": "K sweep", "nested": {"counts": (1, 2), "empty": np.zeros((0, 3), np.float32)},
+            "n": np.int64(7), "ratio": np.float32(0.25)}
+
+
+def test_results_round_trip(tmp_path):
+    data = curves()
+    path = ic.save_results("toy_chapter", "colab", data, seed=3, results_dir=tmp_path)
+    assert path == tmp_path / "toy_chapter-colab.json"
+    # the file is standard JSON: no bare NaN/Infinity tokens
+    json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    rec = ic.load_results("toy_chapter", results_dir=tmp_path)
+    assert rec["preset"] == "colab" and rec["seed"] == 3 and rec["chapter"] == "toy_chapter"
+    got = rec["data"]
+    for k in ("eval_step", "test_accuracy", "loss", "converged"):
+        want = np.asarray(data[k])
+        assert got[k].dtype == want.dtype and got[k].shape == want.shape, k
+        np.testing.assert_array_equal(got[k], want)  # equal, NaNs in the same places
+    assert np.isnan(got["best"]) and got["lr"] == data["lr"]
+    assert got["Ks"] == [1, 3, None] and got["label"] == "K sweep" and got["nested"]["counts"] == [1, 2]
+    assert got["nested"]["empty"].shape == (0, 3) and got["nested"]["empty"].dtype == np.float32
+    assert got["n"] == 7 and got["ratio"] == 0.25
+
+
+def test_versions_device_and_time_are_recorded(tmp_path):
+    import jaxlib
+    ic.save_results("toy", "paper", {"x": np.ones(2)}, seed=0, results_dir=tmp_path, note="a test")
+    rec = ic.load_results("toy", results_dir=tmp_path)
+    assert rec["versions"] == {"python": platform.python_version(), "jax": jax.__version__,
+                               "jaxlib": jaxlib.__version__, "optax": optax.__version__,
+                               "numpy": np.__version__, "itlin_core": ic.__version__}
+    assert rec["device"]["platform"] == jax.default_backend()
+    assert rec["device"]["count"] == len(jax.devices())
+    assert rec["device"]["device_kind"] == jax.devices()[0].device_kind
+    assert rec["created"].endswith("+00:00") and rec["note"] == "a test"
+
+
+def test_load_results_prefers_presets_in_order(tmp_path):
+    assert ic.load_results("toy", results_dir=tmp_path) is None  # none recorded yet
+    ic.save_results("toy", "colab", {"v": 1}, seed=0, results_dir=tmp_path)
+    assert ic.load_results("toy", results_dir=tmp_path)["preset"] == "colab"
+    ic.save_results("toy", "paper", {"v": 2}, seed=0, results_dir=tmp_path)
+    assert ic.load_results("toy", results_dir=tmp_path)["data"]["v"] == 2
+    assert ic.load_results("toy", preferred=("colab", "paper"), results_dir=tmp_path)["data"]["v"] == 1
+    assert ic.load_results("toy", preferred="smoke", results_dir=tmp_path) is None
+
+
+def test_results_write_is_atomic(tmp_path, monkeypatch):
+    ic.save_results("toy", "colab", {"v": np.arange(3)}, seed=0, results_dir=tmp_path)
+    before = (tmp_path / "toy-colab.json").read_bytes()
+
+    # a failure after part of the new file has been written (here: at fsync) ...
+    def broken_fsync(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(records.os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        ic.save_results("toy", "colab", {"v": np.arange(10 ** 5)}, seed=1, results_dir=tmp_path)
+    # ... leaves the old record untouched and no temporary file behind
+    assert (tmp_path / "toy-colab.json").read_bytes() == before
+    assert os.listdir(tmp_path) == ["toy-colab.json"]
+    # a first write that fails leaves no file at all
+    with pytest.raises(OSError):
+        ic.save_results("other", "colab", {"v": 1}, seed=0, results_dir=tmp_path)
+    assert os.listdir(tmp_path) == ["toy-colab.json"]
+    # a value that cannot be recorded fails before anything is written
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="cannot record"):
+        ic.save_results("third", "colab", {"f": print}, seed=0, results_dir=tmp_path)
+    assert os.listdir(tmp_path) == ["toy-colab.json"]
+
+
+@pytest.mark.parametrize("chapter", ["CIFAR", "cifar-10", "", "../x", "a/b", 3])
+def test_bad_chapter_names_raise(tmp_path, chapter):
+    with pytest.raises(ValueError, match="chapter must be"):
+        ic.save_results(chapter, "colab", {}, seed=0, results_dir=tmp_path)
+    with pytest.raises(ValueError, match="chapter must be"):
+        ic.load_results(chapter, results_dir=tmp_path)
+
+
+def test_bad_arguments_raise(tmp_path):
+    with pytest.raises(ValueError, match="unknown preset"):
+        ic.save_results("toy", "gpu", {}, seed=0, results_dir=tmp_path)
+    with pytest.raises(ValueError, match="unknown preset"):
+        ic.load_results("toy", preferred=("big",), results_dir=tmp_path)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        ic.save_results("toy", "colab", {}, seed=1.5, results_dir=tmp_path)
+    with pytest.raises(ValueError, match="keys must be strings"):
+        ic.save_results("toy", "colab", {1: 2}, seed=0, results_dir=tmp_path)
+    with pytest.raises(ValueError, match="reserved"):
+        ic.save_results("toy", "colab", {"__float__": 2}, seed=0, results_dir=tmp_path)
+    (tmp_path / "bad-colab.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        ic.load_results("bad", results_dir=tmp_path)
+    assert os.listdir(tmp_path) == ["bad-colab.json"]
+
+
+def test_default_results_dir_is_the_books(tmp_path, monkeypatch):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "_toc.yml").write_text("root: book/intro\n")
+    monkeypatch.delenv("ITLIN_RESULTS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path / "book")  # a chapter runs in book/
+    assert ic.default_results_dir() == tmp_path.resolve() / "book" / "results"
+    monkeypatch.setenv("ITLIN_RESULTS_DIR", str(tmp_path / "elsewhere"))
+    assert ic.default_results_dir() == tmp_path / "elsewhere"
+
+
+# ------------------------------------------------------------------------------ checkpoints
+
+MODEL = ic.mlp([4, 16, 16, 3], "tanh")
+N_STEPS, EVAL_EVERY, CHECK_EVERY = 40, 4, 8
+
+
+def problem(sweep=False):
+    """A tiny MLP classifier, minibatches of 8 from 40 examples (5 per epoch, so the data order
+    changes every 5 steps), SGD with momentum, IL with K=3 (or a vmapped sweep over K)."""
+    kx, kp, kd = jax.random.split(jax.random.PRNGKey(0), 3)
+    x = jax.random.normal(kx, (48, 4))
+    y = jnp.argmax(x[:, :3] * x[:, 1:], axis=1)
+    xtr, ytr, xte, yte = x[:40], y[:40], x[40:], y[40:]
+    opt = optax.sgd(0.05, momentum=0.9)
+    params = MODEL.init(kp)
+    eval_fn = ic.make_il_eval(MODEL.apply, {"test": (xte, yte)},
+                              {"accuracy": ic.accuracy, "loss": ic.softmax_cross_entropy})
+    if sweep:
+        step, _ = ic.make_il_sweep_step(MODEL.apply, ic.softmax_cross_entropy, opt, (1, 3, None))
+        state = ic.replicate(ic.init_il_state(params, opt), 3)
+        eval_fn = jax.vmap(eval_fn)
+    else:
+        step = ic.make_il_step(MODEL.apply, ic.softmax_cross_entropy, opt, K=3)
+        state = ic.init_il_state(params, opt)
+    return step, state, ic.minibatches(kd, xtr, ytr, 8), eval_fn, kd
+
+
+def run_ckpt(path, stop_at=None, sweep=False, **kw):
+    step, state, batches, eval_fn, key = problem(sweep)
+    return ic.train_with_checkpoints(step, state, batches, N_STEPS, checkpoint_path=path,
+                                     checkpoint_every=CHECK_EVERY, eval_fn=eval_fn, eval_every=EVAL_EVERY,
+                                     key=key, stop_at=stop_at, **kw)
+
+
+def assert_same_run(a, b):
+    (sa, ha), (sb, hb) = a, b
+    la, ta = jax.tree_util.tree_flatten(sa)
+    lb, tb = jax.tree_util.tree_flatten(sb)
+    assert ta == tb
+    for x, y in zip(la, lb):
+        assert np.asarray(x).dtype == np.asarray(y).dtype
+        assert np.array_equal(np.asarray(x), np.asarray(y)), "state differs"
+    keys = {k for k in ha if k not in ("seconds", "resumed_from")}
+    assert keys == {k for k in hb if k not in ("seconds", "resumed_from")}
+    for k in keys:
+        if ha[k] is None:
+            assert hb[k] is None, k
+        else:
+            a, b = np.asarray(ha[k]), np.asarray(hb[k])
+            assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), f"history[{k!r}] differs"
+
+
+@pytest.mark.parametrize("sweep", [False, True], ids=["K=3", "sweep"])
+def test_resumed_run_equals_uninterrupted_run_bit_for_bit(tmp_path, sweep):
+    step, state, batches, eval_fn, _ = problem(sweep)
+    plain = ic.train(step, state, batches, N_STEPS, eval_fn=eval_fn, eval_every=EVAL_EVERY)
+    whole = run_ckpt(tmp_path / "whole.npz", sweep=sweep)
+    assert_same_run(whole, plain)  # checkpointing does not change the run
+    assert len(whole[1]["loss"]) == N_STEPS and list(whole[1]["eval_step"]) == list(range(0, N_STEPS + 1, EVAL_EVERY))
+    # the run learns (so that the comparison is of a real training run)
+    acc = np.asarray(whole[1]["test_accuracy_network"])
+    assert np.all(acc[-1] > acc[0])
+
+    # interrupted at step 20 (not a multiple of checkpoint_every), resumed by a fresh call
+    part_state, part_hist = run_ckpt(tmp_path / "run.npz", stop_at=20, sweep=sweep)
+    assert int(np.max(part_state.step)) == 20 and len(part_hist["loss"]) == 20
+    resumed = run_ckpt(tmp_path / "run.npz", sweep=sweep)
+    assert resumed[1]["resumed_from"] == 20
+    assert_same_run(resumed, whole)
+    # a finished run called again returns its recorded result without training
+    again = run_ckpt(tmp_path / "run.npz", sweep=sweep)
+    assert again[1]["resumed_from"] == N_STEPS
+    assert_same_run(again, whole)
+
+
+def test_crash_during_a_checkpoint_write_resumes_from_the_previous_one(tmp_path, monkeypatch):
+    whole = run_ckpt(tmp_path / "whole.npz")
+    real_savez, calls = np.savez, []
+
+    def savez_then_crash(f, **arrays):  # the third checkpoint write dies half-way
+        calls.append(1)
+        if len(calls) == 3:
+            f.write(b"PK\x03\x04 partial")
+            raise KeyboardInterrupt("runtime disconnected")
+        real_savez(f, **arrays)
+
+    monkeypatch.setattr(records.np, "savez", savez_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        run_ckpt(tmp_path / "run.npz")
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["whole.npz", "run.npz"] or sorted(os.listdir(tmp_path)) == ["run.npz", "whole.npz"]
+    ck = ic.load_checkpoint(tmp_path / "run.npz", problem()[1])
+    assert ck.step == 2 * CHECK_EVERY  # the last complete checkpoint
+    resumed = run_ckpt(tmp_path / "run.npz")
+    assert resumed[1]["resumed_from"] == 2 * CHECK_EVERY
+    assert_same_run(resumed, whole)
+
+
+def test_resume_in_a_new_process(tmp_path):
+    """The second half runs in a fresh Python process (new JAX runtime, new compilations)."""
+    whole = run_ckpt(tmp_path / "whole.npz")
+    run_ckpt(tmp_path / "run.npz", stop_at=12)
+    script = textwrap.dedent(f"""
+        import os, sys
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import numpy as np
+        import test_records as t
+        state, hist = t.run_ckpt({str(tmp_path / 'run.npz')!r})
+        leaves = jax.tree_util.tree_leaves(state)
+        np.savez({str(tmp_path / 'out.npz')!r}, *[np.asarray(a) for a in leaves],
+                 loss=hist["loss"], acc=hist["test_accuracy_network"], resumed=hist["resumed_from"])
+    """)
+    env = dict(os.environ, ITLIN_PROGRESS="off")
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=300)
+    with np.load(tmp_path / "out.npz") as z:
+        assert int(z["resumed"]) == 12
+        leaves = jax.tree_util.tree_leaves(whole[0])
+        for i, a in enumerate(leaves):
+            assert np.array_equal(z[f"arr_{i}"], np.asarray(a))
+        assert np.array_equal(z["loss"], whole[1]["loss"])
+        assert np.array_equal(z["acc"], whole[1]["test_accuracy_network"])
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path):
+    run_ckpt(tmp_path / "run.npz", stop_at=8)
+    step, state, batches, eval_fn, key = problem()
+    args = dict(checkpoint_path=tmp_path / "run.npz", checkpoint_every=CHECK_EVERY, eval_fn=eval_fn,
+                eval_every=EVAL_EVERY)
+    with pytest.raises(ValueError, match="another PRNG key"):
+        ic.train_with_checkpoints(step, state, batches, N_STEPS, key=jax.random.PRNGKey(99), **args)
+    with pytest.raises(ValueError, match="other settings"):
+        ic.train_with_checkpoints(step, state, batches, N_STEPS + 8, key=key, **args)
+    with pytest.raises(ValueError, match="other settings"):
+        ic.train_with_checkpoints(step, state, batches, N_STEPS, key=key, meta={"preset": "colab"}, **args)
+    adam = optax.adam(1e-3)  # another optimiser: another state structure
+    with pytest.raises(ValueError, match="different structure"):
+        ic.train_with_checkpoints(step, ic.init_il_state(state.params, adam), batches, N_STEPS, key=key, **args)
+    with pytest.raises(ValueError, match="multiple of eval_every"):
+        ic.train_with_checkpoints(step, state, batches, N_STEPS, key=key,
+                                  **dict(args, checkpoint_every=6))
+    with pytest.raises(ValueError, match="stop_at must be"):
+        ic.train_with_checkpoints(step, state, batches, N_STEPS, key=key, stop_at=10, **args)
+    (tmp_path / "junk.npz").write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match="not a readable checkpoint"):
+        ic.load_checkpoint(tmp_path / "junk.npz", state)
+
+
+def test_checkpoint_round_trip_keeps_optax_state_and_typed_key(tmp_path):
+    params = MODEL.init(jax.random.PRNGKey(1))
+    opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
+    state = ic.init_il_state(params, opt)
+    grads = jax.tree_util.tree_map(jnp.ones_like, params)
+    _, opt_state = opt.update(grads, state.opt_state, params)
+    state = state._replace(opt_state=opt_state, step=jnp.asarray(5, jnp.int32))
+    key = jax.random.key(7)
+    hist = {"loss": np.array([1.0, np.nan]), "eval_step": np.array([0, 2]), "diverged_at": None, "seconds": 1.5}
+    ic.save_checkpoint(tmp_path / "c.npz", state, step=5, history=hist, key=key, meta={"a": 1})
+    ck = ic.load_checkpoint(tmp_path / "c.npz", ic.init_il_state(params, opt))
+    assert_same_run((ck.state, ck.history), (state, hist))
+    assert np.array_equal(ck.key, jax.random.key_data(key)) and ck.step == 5 and ck.meta == {"a": 1}
