@@ -34,14 +34,43 @@ def _mode(mode: str | None) -> str:
     return mode
 
 
+class Shown:
+    """What :func:`slider` returns: the object it has already displayed, as ``.obj``.
+
+    A notebook shows the value of a cell's last expression, so a cell ending in ``slider(...)``
+    would show the slider twice: in the static HTML a second player with the same element ids
+    as the first, whose frame stays empty; live, a second copy of the control. ``Shown``
+    displays nothing itself (``_ipython_display_`` does nothing); every other attribute is the
+    wrapped object's (``.data`` of the HTML, ``.children`` of the widget box).
+    """
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __getattr__(self, name):
+        if name == "obj":  # not yet set (e.g. while unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.obj, name)
+
+    def _ipython_display_(self):
+        pass
+
+    def __repr__(self):
+        return f"Shown({type(self.obj).__name__})"
+
+
 def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable = "{:g}".format,
            mode: str | None = None, interval_ms: int = 500):
     """Show ``fig`` with a slider over ``values``; ``draw(value)`` redraws the figure.
 
     The current value is written into the figure's title (``"label = value"``), so a static
     frame always says which value it shows. Returns the displayed object (an ``IPython``
-    ``HTML`` object in static mode, the ipywidgets container in live mode). In static mode the
-    figure is closed afterwards, so no extra still image appears below the animation.
+    ``HTML`` object in static mode, the ipywidgets container in live mode) wrapped in
+    :class:`Shown`, so that a cell ending in ``slider(...)`` does not display it a second time.
+    In static mode the figure is closed afterwards, so no extra still image appears below the
+    animation.
     """
     values = list(values)
     if not values:
@@ -62,7 +91,7 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
         html = HTML(anim.to_jshtml(default_mode="once"))
         plt.close(fig)
         display(html)
-        return html
+        return Shown(html)
 
     import ipywidgets as widgets
 
@@ -82,7 +111,7 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
     box = widgets.VBox([control, out])
     display(box)
     show(0)
-    return box
+    return Shown(box)
 
 
-__all__ = ["slider"]
+__all__ = ["slider", "Shown"]
