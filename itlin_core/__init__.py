@@ -20,7 +20,7 @@ from .iterative import (ILState, TrainingDiverged, full_batch, init_il_state, li
 from .linearise import empirical_ntk, flat_jacobian, kernel_matrix, linearise, tree_sub, tree_vdot
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
 from .metrics import feature_alignment, kernel_distance
-from .models import Model, count_params, lenet50, mlp
+from .models import Model, count_params, lenet50, mlp, resnet18
 from .records import (default_checkpoint_dir, default_results_dir, load_checkpoint, load_results,
                       save_checkpoint, save_results, train_with_checkpoints)
 
@@ -41,7 +41,7 @@ __all__ = [
     # losses and metrics
     "squared_error", "softmax_cross_entropy", "accuracy", "rmse", "kernel_distance", "feature_alignment",
     # models
-    "Model", "mlp", "lenet50", "count_params",
+    "Model", "mlp", "lenet50", "resnet18", "count_params",
     # run records and checkpoints
     "save_results", "load_results", "default_results_dir", "save_checkpoint", "load_checkpoint",
     "train_with_checkpoints", "default_checkpoint_dir",
