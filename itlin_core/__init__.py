@@ -21,10 +21,11 @@ from .linearise import empirical_ntk, flat_jacobian, kernel_matrix, linearise, t
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
 from .metrics import feature_alignment, kernel_distance
 from .models import Model, count_params, lenet50, mlp, resnet18
+from .datasets import augment, augmented_minibatches, channel_stats, normalise, random_crop, random_flip
 from .records import (default_checkpoint_dir, default_results_dir, load_checkpoint, load_results,
                       save_checkpoint, save_results, train_with_checkpoints)
 
-from . import data, exercises, experiments  # noqa: E402  (submodules: ic.data.single_index, ...)
+from . import data, datasets, exercises, experiments  # noqa: E402  (submodules: ic.data.single_index, ...)
 
 __version__ = "0.1.0"
 
@@ -42,6 +43,8 @@ __all__ = [
     "squared_error", "softmax_cross_entropy", "accuracy", "rmse", "kernel_distance", "feature_alignment",
     # models
     "Model", "mlp", "lenet50", "resnet18", "count_params",
+    # image data (loaders: itlin_core.data.cifar10 / mnist)
+    "augment", "random_crop", "random_flip", "normalise", "channel_stats", "augmented_minibatches",
     # run records and checkpoints
     "save_results", "load_results", "default_results_dir", "save_checkpoint", "load_checkpoint",
     "train_with_checkpoints", "default_checkpoint_dir",

@@ -86,3 +86,7 @@ def xor(key, n: int, noise_var: float = 0.1):
     x = z + jnp.sqrt(noise_var) * jax.random.normal(ke, (n, 2))
     return x, (x[:, 0] * x[:, 1])[:, None]
 __all__ = ["single_index", "regression_1d", "quintic", "quintic_data", "xor", "XOR_CENTRES"]
+
+# CIFAR10 and MNIST (download, checksums, augmentation) live in itlin_core.datasets; the
+# loaders are re-exported here so that ``itlin_core.data.cifar10()`` reads like the toy sets.
+from .datasets import ChecksumError, DatasetUnavailableError, cifar10, mnist, write_stand_in  # noqa: E402,F401

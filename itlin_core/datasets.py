@@ -1,0 +1,615 @@
+r"""CIFAR10 and MNIST: verified download, offline loading, and augmentation in JAX.
+
+The image chapters (paper 000 Figs. 2-6, 8, 10, 11; paper 001 Fig. 1) train on CIFAR10 and
+MNIST. This module fetches the canonical archives once into a cache folder and loads them as
+NumPy arrays::
+
+    d = itlin_core.data.cifar10()      # x_train (50000, 32, 32, 3) uint8, y_train (50000,) int32, ...
+    d = itlin_core.data.mnist()        # x_train (60000, 28, 28, 1) uint8, ...
+
+**Where the files live.** ``data_dir`` if given, else ``$ITLIN_DATA_DIR``, else
+``~/.cache/itlin_core``. CIFAR10: the archive ``cifar-10-python.tar.gz`` and its extracted
+folder ``cifar-10-batches-py/`` (``data_batch_1`` ... ``data_batch_5``, ``test_batch``).
+MNIST: the four idx files ``train-images-idx3-ubyte.gz``, ``train-labels-idx1-ubyte.gz``,
+``t10k-images-idx3-ubyte.gz``, ``t10k-labels-idx1-ubyte.gz`` in ``mnist/``.
+
+**Integrity.** A download goes to ``<name>.part``, is hashed while it streams, and is renamed
+to its final name (an atomic ``os.replace``) only when its MD5 equals the canonical one
+(:data:`CHECKSUMS`, the values torchvision and the datasets' own pages publish); a mismatch
+deletes the ``.part`` file and tries the next mirror. A ``.part`` file left by an
+interrupted run is never read: it is deleted before a new download. With ``verify=True``
+(default) files already on disk are checked against the same checksums (CIFAR10's extracted
+batches have their own canonical MD5s) and a mismatch raises :class:`ChecksumError` without
+deleting anything the user put there. With ``verify=False`` any folder in the canonical
+layout is loaded without checksums, whatever the number of images per batch or of
+``data_batch_*`` files (for subsets and the stand-in data of :func:`write_stand_in`);
+missing files are still downloaded and verified. Offline with nothing on disk,
+:class:`DatasetUnavailableError` says which file to put where.
+
+The CIFAR10 batches are Python pickles; they are read with an unpickler that only rebuilds
+NumPy arrays and plain containers, so a foreign file given with ``verify=False`` cannot run
+code. The idx files are parsed from their header (magic number, element type, dimensions)
+and checked against their length.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import hashlib
+import http.client
+import io
+import os
+import pickle
+import re
+import shutil
+import struct
+import sys
+import tarfile
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["cifar10", "mnist", "default_data_dir", "DatasetError", "DatasetUnavailableError",
+           "ChecksumError", "CHECKSUMS", "CIFAR10_URLS", "MNIST_MIRRORS", "read_idx",
+           "random_crop", "random_flip", "augment", "channel_stats", "normalise",
+           "augmented_minibatches", "write_stand_in"]
+
+CIFAR10_ARCHIVE = "cifar-10-python.tar.gz"
+CIFAR10_FOLDER = "cifar-10-batches-py"
+CIFAR10_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
+CIFAR10_TEST = "test_batch"
+#: Where the CIFAR10 python archive is downloaded from (Krizhevsky's page), in order.
+CIFAR10_URLS = ("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",)
+
+MNIST_FOLDER = "mnist"
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+               "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+#: MNIST mirrors tried in order (LeCun's original site now often refuses downloads; the
+#: first is the one torchvision uses, the second TensorFlow's).
+MNIST_MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/",
+                 "https://storage.googleapis.com/cvdf-datasets/mnist/",
+                 "http://yann.lecun.com/exdb/mnist/")
+
+#: Canonical checksums, ``file name -> (algorithm, hex digest)``; the algorithm is any name
+#: ``hashlib.new`` accepts. CIFAR10's archive and batches as published on its page and used by
+#: torchvision; MNIST's four gz files as used by torchvision and TensorFlow.
+CHECKSUMS: dict[str, tuple[str, str]] = {
+    CIFAR10_ARCHIVE: ("md5", "c58f30108f718f92721af3b95e74349a"),
+    "data_batch_1": ("md5", "c99cafc152244af753f735de768cd75f"),
+    "data_batch_2": ("md5", "d4bba439e000b95fd0a9bffe97cbabec"),
+    "data_batch_3": ("md5", "54ebc095f3ab1f0389bbae665268c751"),
+    "data_batch_4": ("md5", "634d18415352ddfa80567beed471001a"),
+    "data_batch_5": ("md5", "482c414d41f54cd18b22e5b47cb7c3cb"),
+    "test_batch": ("md5", "40351d587109b95175f43aff81a1287e"),
+    "train-images-idx3-ubyte.gz": ("md5", "f68b3c2dcbeaaa9fbdd348bbdeb94873"),
+    "train-labels-idx1-ubyte.gz": ("md5", "d53e105ee54ea40749a09fcbcd1e9432"),
+    "t10k-images-idx3-ubyte.gz": ("md5", "9fb629c4189551a2d022fa330f9573f3"),
+    "t10k-labels-idx1-ubyte.gz": ("md5", "ec29112dd5afa0611ce80d1b7f02629c"),
+}
+
+_CHUNK = 1 << 20
+
+
+class DatasetError(RuntimeError):
+    """Base class of the data-loading errors below."""
+
+
+class DatasetUnavailableError(DatasetError):
+    """The data set is not on disk and could not be downloaded; the message says where to put
+    which file."""
+
+
+class ChecksumError(DatasetError):
+    """A file on disk does not have its canonical checksum (with ``verify=True``)."""
+
+
+# --------------------------------------------------------------------------- files and downloads
+
+def default_data_dir() -> Path:
+    """The cache folder: ``$ITLIN_DATA_DIR`` if set, else ``~/.cache/itlin_core``."""
+    env = os.environ.get("ITLIN_DATA_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "itlin_core"
+
+
+def _root(data_dir) -> Path:
+    return Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
+
+
+def _hash_file(path: Path, algorithm: str) -> str:
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(_CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_file(path: Path, name: str | None = None) -> None:
+    """Raise ChecksumError unless ``path`` has the canonical checksum of ``name``."""
+    name = name or path.name
+    algorithm, expected = CHECKSUMS[name]
+    got = _hash_file(path, algorithm)
+    if got != expected:
+        raise ChecksumError(
+            f"{path} has {algorithm.upper()} {got}, but the canonical {name} has {expected}. "
+            f"If it is a deliberate subset or stand-in, load it with verify=False; otherwise "
+            f"delete it and it will be downloaded again.")
+
+
+def _urlopen(url: str, timeout: float = 60.0):
+    """Open ``url`` for reading (the only function that touches the network; tests replace it)."""
+    request = urllib.request.Request(url, headers={"User-Agent": "itlin_core"})
+    return urllib.request.urlopen(request, timeout=timeout)
+
+
+def _progress(total: int | None, desc: str, mode: str | None):
+    """A byte progress bar following ``ITLIN_PROGRESS`` (as :func:`itlin_core.train` does)."""
+    mode = (mode or os.environ.get("ITLIN_PROGRESS", "auto")).lower()
+    if mode in ("off", "0", "false", "none"):
+        return None
+    kwargs = dict(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024)
+    if mode == "text":
+        from tqdm.std import tqdm
+        return tqdm(file=sys.stderr, mininterval=2.0, **kwargs)
+    from tqdm.auto import tqdm
+    return tqdm(**kwargs)
+
+
+def _download(urls, dest: Path, progress) -> list[str]:
+    """Download the first of ``urls`` whose bytes have the canonical checksum of ``dest.name``
+    to ``dest``. Returns ``[]`` on success, else one line per failed attempt."""
+    algorithm, expected = CHECKSUMS[dest.name]
+    part = dest.with_name(dest.name + ".part")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    failures = []
+    for url in urls:
+        part.unlink(missing_ok=True)  # a leftover from an interrupted run is never used
+        h = hashlib.new(algorithm)
+        try:
+            with _urlopen(url) as response, open(part, "wb") as out:
+                headers = getattr(response, "headers", None)
+                length = headers.get("Content-Length") if headers is not None else None
+                bar = _progress(int(length) if length else None, dest.name, progress)
+                try:
+                    for block in iter(lambda: response.read(_CHUNK), b""):
+                        out.write(block)
+                        h.update(block)
+                        if bar is not None:
+                            bar.update(len(block))
+                finally:
+                    if bar is not None:
+                        bar.close()
+                out.flush()
+                os.fsync(out.fileno())
+        except (OSError, http.client.HTTPException, ValueError) as e:  # URLError is an OSError
+            part.unlink(missing_ok=True)
+            failures.append(f"{url}: {e}")
+            continue
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
+        got = h.hexdigest()
+        if got != expected:
+            part.unlink(missing_ok=True)
+            failures.append(f"{url}: the download is corrupt or incomplete ({algorithm.upper()} {got}, "
+                            f"expected {expected}); it was deleted")
+            continue
+        os.replace(part, dest)
+        return []
+    return failures
+
+
+def _ensure(path: Path, urls, verify: bool, progress, where_to_put: str) -> Path:
+    """``path`` itself if it exists (checked when ``verify``), else downloaded and verified."""
+    if path.exists():
+        if verify:
+            _check_file(path)
+        return path
+    failures = _download(urls, path, progress)
+    if failures:
+        raise DatasetUnavailableError(
+            f"{path.name} is not in {path.parent} and could not be downloaded:\n  "
+            + "\n  ".join(failures) + f"\n{where_to_put}")
+    return path
+
+
+# --------------------------------------------------------------------------- CIFAR10
+
+def _numpy_reconstruct():
+    try:
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # NumPy 1.x
+        from numpy.core.multiarray import _reconstruct
+    return _reconstruct
+
+
+def _numpy_frombuffer():
+    try:
+        from numpy._core.numeric import _frombuffer
+    except ImportError:  # NumPy 1.x
+        from numpy.core.numeric import _frombuffer
+    return _frombuffer
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Rebuilds only NumPy arrays, dtypes and plain containers; any other global is refused."""
+
+    _ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"): _numpy_reconstruct,
+        ("numpy._core.multiarray", "_reconstruct"): _numpy_reconstruct,
+        ("numpy.core.numeric", "_frombuffer"): _numpy_frombuffer,
+        ("numpy._core.numeric", "_frombuffer"): _numpy_frombuffer,
+        ("numpy", "ndarray"): lambda: np.ndarray,
+        ("numpy", "dtype"): lambda: np.dtype,
+        ("_codecs", "encode"): lambda: codecs.encode,  # bytes in protocol-2 pickles from Python 3
+    }
+
+    def find_class(self, module, name):
+        getter = self._ALLOWED.get((module, name))
+        if getter is None:
+            raise pickle.UnpicklingError(
+                f"refusing to load {module}.{name}: a CIFAR10 batch holds only NumPy arrays and lists.")
+        return getter()
+
+
+def _read_cifar_batch(path: Path):
+    """``(images (N, 32, 32, 3) uint8, labels (N,) int32)`` from one pickled batch: a dict
+    with ``b'data'`` (N, 3072) uint8, each row the 1024 red, then green, then blue values of a
+    32x32 image in row-major order, and ``b'labels'``, N integers in 0..9."""
+    with open(path, "rb") as f:
+        try:
+            batch = _ArrayUnpickler(f, encoding="bytes").load()
+        except Exception as e:
+            raise ValueError(f"{path} is not a CIFAR10 batch (a pickled dict): {e}") from None
+    if not isinstance(batch, dict):
+        raise ValueError(f"{path} is not a CIFAR10 batch: it holds a {type(batch).__name__}, not a dict.")
+    get = lambda key: batch.get(key.encode(), batch.get(key))
+    data, labels = get("data"), get("labels")
+    if data is None or labels is None:
+        raise ValueError(f"{path} is not a CIFAR10 batch: it needs keys b'data' and b'labels', "
+                         f"has {sorted(map(repr, batch))}.")
+    data, labels = np.asarray(data), np.asarray(labels)
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        raise ValueError(f"{path}: b'data' must be uint8 of shape (N, 3072), got {data.dtype} {data.shape}.")
+    if labels.shape != (data.shape[0],) or not np.issubdtype(labels.dtype, np.integer) or (
+            labels.size and (labels.min() < 0 or labels.max() > 9)):
+        raise ValueError(f"{path}: b'labels' must hold {data.shape[0]} integers in 0..9, "
+                         f"got {labels.dtype} {labels.shape}.")
+    images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(images), labels.astype(np.int32)
+
+
+def _cifar_folder(root: Path) -> Path:
+    """``root/cifar-10-batches-py``, or ``root`` itself when it holds the batches directly."""
+    nested = root / CIFAR10_FOLDER
+    if not nested.is_dir() and ((root / "data_batch_1").exists() or (root / CIFAR10_TEST).exists()):
+        return root
+    return nested
+
+
+def _extract_cifar(archive: Path, root: Path) -> Path:
+    """Extract the batch files of ``archive`` into ``root/cifar-10-batches-py`` (each file
+    written to a temporary name, then renamed), refusing anything but plain files in that
+    folder."""
+    folder = root / CIFAR10_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        tar = tarfile.open(archive, "r:gz")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise DatasetError(f"{archive} is not a readable tar.gz archive ({e}).") from None
+    with tar:
+        for member in tar.getmembers():
+            parts = Path(member.name).parts
+            if not member.isfile() or len(parts) != 2 or parts[0] != CIFAR10_FOLDER or parts[1] in ("..", "."):
+                continue
+            target = folder / parts[1]
+            tmp = target.with_name(target.name + ".part")
+            with tar.extractfile(member) as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst, _CHUNK)
+            os.replace(tmp, target)
+    return folder
+
+
+def _cifar_where_to_put(root: Path) -> str:
+    folder = _cifar_folder(root)
+    partial = (f"({folder} holds a partial or stand-in set: pass verify=False to load it as it is.) "
+               if (folder / CIFAR10_TEST).exists() else "")
+    return partial + (f"To load CIFAR10 without internet, download {CIFAR10_URLS[0]} elsewhere and put it at "
+            f"{root / CIFAR10_ARCHIVE}, or put its extracted folder at {root / CIFAR10_FOLDER} "
+            f"({', '.join(CIFAR10_TRAIN)}, {CIFAR10_TEST}); or pass data_dir= (or set ITLIN_DATA_DIR) "
+            f"to a folder that holds them.")
+
+
+def cifar10(data_dir=None, verify: bool = True, *, progress: str | None = None) -> dict:
+    """CIFAR10 (Krizhevsky 2009): 50000 training and 10000 test 32x32 colour images, 10 classes.
+
+    Args:
+      data_dir: folder holding (or to receive) ``cifar-10-python.tar.gz`` and/or
+        ``cifar-10-batches-py/``; default :func:`default_data_dir`.
+      verify: check every file against its canonical MD5 (:data:`CHECKSUMS`); ``False`` loads
+        any folder in the canonical layout (``data_batch_<i>`` for any number of ``i``, and
+        ``test_batch``, with any number of images each), e.g. a subset or stand-in data.
+      progress: download progress bar, ``"auto"``/``"text"``/``"off"`` (default
+        ``$ITLIN_PROGRESS``).
+
+    Returns:
+      dict with ``x_train`` (N, 32, 32, 3) uint8 (NHWC), ``y_train`` (N,) int32, ``x_test``,
+      ``y_test``, as NumPy arrays (``jnp.asarray`` puts them on the accelerator).
+
+    Raises:
+      DatasetUnavailableError: not on disk and the download failed (e.g. offline).
+      ChecksumError: ``verify=True`` and a file on disk differs from the canonical one.
+      ValueError: a file is not in the CIFAR10 batch format.
+    """
+    root = _root(data_dir)
+    folder = _cifar_folder(root)
+    if verify:
+        train_names = CIFAR10_TRAIN
+        names = (*CIFAR10_TRAIN, CIFAR10_TEST)
+        if not all((folder / n).exists() for n in names):  # never extracted, or interrupted
+            archive = _ensure(root / CIFAR10_ARCHIVE, CIFAR10_URLS, True, progress, _cifar_where_to_put(root))
+            folder = _extract_cifar(archive, root)
+        for n in names:
+            _check_file(folder / n, n)
+    else:
+        if not (folder / CIFAR10_TEST).exists():
+            archive = _ensure(root / CIFAR10_ARCHIVE, CIFAR10_URLS, False, progress, _cifar_where_to_put(root))
+            folder = _extract_cifar(archive, root)
+        numbered = [(int(m.group(1)), p.name) for p in folder.iterdir()
+                    if (m := re.fullmatch(r"data_batch_(\d+)", p.name))]
+        train_names = [name for _, name in sorted(numbered)]
+        if not train_names:
+            raise DatasetUnavailableError(
+                f"{folder} has a {CIFAR10_TEST} but no data_batch_<i> files. " + _cifar_where_to_put(root))
+    train = [_read_cifar_batch(folder / n) for n in train_names]
+    x_test, y_test = _read_cifar_batch(folder / CIFAR10_TEST)
+    return {"x_train": np.concatenate([x for x, _ in train]), "y_train": np.concatenate([y for _, y in train]),
+            "x_test": x_test, "y_test": y_test}
+
+
+# --------------------------------------------------------------------------- MNIST (idx files)
+
+_IDX_TYPES = {0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"),
+              0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+
+
+def read_idx(source) -> np.ndarray:
+    """Parse an idx file (LeCun's format for MNIST), gzip-compressed or not.
+
+    The header is two zero bytes, a type code (0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32,
+    0x0D float32, 0x0E float64), the number of dimensions ``d``, then ``d`` big-endian uint32
+    sizes; the data follow in row-major order, big-endian. MNIST images are magic number
+    2051 = ``0x00000803`` (uint8, 3-D), labels 2049 = ``0x00000801`` (uint8, 1-D).
+
+    Args:
+      source: a path or the file's bytes.
+
+    Raises:
+      ValueError: the header is not an idx header or the data length does not match it.
+    """
+    raw = Path(source).read_bytes() if isinstance(source, (str, os.PathLike)) else bytes(source)
+    name = str(source) if isinstance(source, (str, os.PathLike)) else "idx data"
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise ValueError(f"{name} is a damaged gzip file ({e}).") from None
+    if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] not in _IDX_TYPES or raw[3] == 0:
+        raise ValueError(f"{name} is not an idx file: its magic number is {raw[:4].hex() or 'missing'} "
+                         f"(expected 0000TTDD with a type code TT in "
+                         f"{sorted(f'{t:02x}' for t in _IDX_TYPES)} and DD >= 1 dimensions).")
+    dtype, ndim = _IDX_TYPES[raw[2]], raw[3]
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(f"{name}: the idx header announces {ndim} dimensions but the file ends first.")
+    shape = struct.unpack(f">{ndim}I", raw[4:header])
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) - header != expected:
+        raise ValueError(f"{name}: the idx header says shape {shape} of {dtype} ({expected} bytes of data) "
+                         f"but the file has {len(raw) - header}; it is truncated or corrupt.")
+    return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _mnist_folder(root: Path) -> Path:
+    nested = root / MNIST_FOLDER
+    if not nested.is_dir() and any((root / (n + s)).exists() for n in MNIST_FILES for s in (".gz", "")):
+        return root
+    return nested
+
+
+def _mnist_where_to_put(folder: Path) -> str:
+    return (f"To load MNIST without internet, download the four files "
+            f"{', '.join(n + '.gz' for n in MNIST_FILES)} (e.g. from {MNIST_MIRRORS[0]}) elsewhere and "
+            f"put them in {folder}; or pass data_dir= (or set ITLIN_DATA_DIR) to a folder that holds them.")
+
+
+def mnist(data_dir=None, verify: bool = True, *, progress: str | None = None) -> dict:
+    """MNIST (LeCun et al. 1998): 60000 training and 10000 test 28x28 grey digits, 10 classes.
+
+    Args:
+      data_dir: folder holding (or to receive) the four idx files in ``mnist/`` (or directly);
+        default :func:`default_data_dir`.
+      verify: check the four ``.gz`` files against their canonical MD5s; ``False`` loads the idx
+        files of any size, gzip-compressed or not (``train-images-idx3-ubyte`` or ``...gz``).
+      progress: download progress bar, ``"auto"``/``"text"``/``"off"`` (default
+        ``$ITLIN_PROGRESS``).
+
+    Returns:
+      dict with ``x_train`` (N, 28, 28, 1) uint8 (NHWC), ``y_train`` (N,) int32, ``x_test``,
+      ``y_test``, as NumPy arrays.
+
+    Raises:
+      DatasetUnavailableError, ChecksumError, ValueError: as :func:`cifar10` (ValueError also
+      for a malformed idx file or image and label counts that differ).
+    """
+    root = _root(data_dir)
+    folder = _mnist_folder(root)
+    arrays = {}
+    for name in MNIST_FILES:
+        gz, plain = folder / (name + ".gz"), folder / name
+        if not verify and not gz.exists() and plain.exists():
+            path = plain
+        else:
+            hint = _mnist_where_to_put(folder)
+            if verify and not gz.exists() and plain.exists():
+                hint += f" (An uncompressed {plain.name} is there, but it has no canonical checksum: pass verify=False to use it.)"
+            path = _ensure(gz, [m + gz.name for m in MNIST_MIRRORS], verify, progress, hint)
+        arrays[name] = read_idx(path)
+    out = {}
+    for split, prefix in (("train", "train"), ("test", "t10k")):
+        images, labels = arrays[f"{prefix}-images-idx3-ubyte"], arrays[f"{prefix}-labels-idx1-ubyte"]
+        if images.dtype != np.uint8 or images.ndim != 3:
+            raise ValueError(f"MNIST {split} images must be a 3-D uint8 idx array (N, H, W), got {images.dtype} {images.shape}.")
+        if labels.dtype != np.uint8 or labels.shape != images.shape[:1] or (labels.size and labels.max() > 9):
+            raise ValueError(f"MNIST {split} labels must be {images.shape[0]} uint8 values in 0..9 (one per image), "
+                             f"got {labels.dtype} {labels.shape}.")
+        out[f"x_{split}"] = np.ascontiguousarray(images[..., None])
+        out[f"y_{split}"] = labels.astype(np.int32)
+    return out
+
+
+# --------------------------------------------------------------------------- stand-in data
+
+def write_stand_in(name: str, data_dir, n_train: int = 500, n_test: int = 100, *, seed: int = 0,
+                   batches: int = 5) -> Path:
+    """Write stand-in data in the exact on-disk format of CIFAR10 or MNIST, for smoke runs.
+
+    ``name`` is ``"cifar10"`` or ``"mnist"``. Each class ``c`` has a fixed random template and
+    an image is its class template plus uniform noise, so a CNN can learn it in a few steps.
+    CIFAR10: ``batches`` pickled training batches and a test batch in
+    ``data_dir/cifar-10-batches-py``; MNIST: the four gzipped idx files in ``data_dir/mnist``.
+    Load them with ``cifar10(data_dir, verify=False)`` / ``mnist(data_dir, verify=False)``.
+    These are not CIFAR10 or MNIST: never report results on them as such.
+    """
+    if name not in ("cifar10", "mnist"):
+        raise ValueError(f"name must be 'cifar10' or 'mnist', got {name!r}.")
+    if min(n_train, n_test, batches) < 1 or batches > n_train:
+        raise ValueError(f"n_train, n_test and batches must be >= 1 with batches <= n_train, "
+                         f"got {n_train}, {n_test}, {batches}.")
+    rng = np.random.default_rng(seed)
+    shape = (32, 32, 3) if name == "cifar10" else (28, 28, 1)
+    templates = rng.uniform(0, 255, (10, *shape))
+
+    def sample(n):
+        y = rng.integers(0, 10, n)
+        x = 0.6 * templates[y] + 0.4 * rng.uniform(0, 255, (n, *shape))
+        return np.clip(np.round(x), 0, 255).astype(np.uint8), y
+
+    root = Path(data_dir)
+    if name == "cifar10":
+        folder = root / CIFAR10_FOLDER
+        folder.mkdir(parents=True, exist_ok=True)
+        splits = [(f"data_batch_{i + 1}", s) for i, s in enumerate(np.array_split(np.arange(n_train), batches))]
+        for fname, idx in [*splits, (CIFAR10_TEST, np.arange(n_test))]:
+            x, y = sample(len(idx))
+            batch = {b"batch_label": b"stand-in " + fname.encode(), b"labels": [int(v) for v in y],
+                     b"data": x.transpose(0, 3, 1, 2).reshape(len(idx), -1),
+                     b"filenames": [f"{i}.png".encode() for i in range(len(idx))]}
+            (folder / fname).write_bytes(pickle.dumps(batch, protocol=2))
+        return folder
+    folder = root / MNIST_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        x, y = sample(n)
+        for kind, arr in (("images-idx3", x[..., 0]), ("labels-idx1", y.astype(np.uint8))):
+            header = struct.pack(f">HBB{arr.ndim}I", 0, 0x08, arr.ndim, *arr.shape)
+            (folder / f"{prefix}-{kind}-ubyte.gz").write_bytes(gzip.compress(header + arr.tobytes(), mtime=0))
+    return folder
+
+
+# --------------------------------------------------------------------------- augmentation
+
+def _check_images(images):
+    if jnp.ndim(images) != 4:
+        raise ValueError(f"images must be a batch (N, H, W, C), got shape {jnp.shape(images)}.")
+
+
+def random_crop(key, images, padding: int = 4):
+    """Random translation: pad each image with ``padding`` zeros on every side and take a
+    window of the original size at an offset drawn uniformly from ``{0, ..., 2 padding}^2``,
+    independently per image (``vmap``). ``images``: (N, H, W, C). Jittable; pure in ``key``.
+
+    Zero is black for raw pixels, as in the usual CIFAR10 pipeline (pad, then normalise);
+    applied after :func:`normalise` the padding is the mean colour instead.
+    """
+    _check_images(images)
+    if padding < 0:
+        raise ValueError(f"padding must be >= 0, got {padding}.")
+    h, w, c = images.shape[1:]
+
+    def one(k, img):
+        padded = jnp.pad(img, ((padding, padding), (padding, padding), (0, 0)))
+        dy, dx = jax.random.randint(k, (2,), 0, 2 * padding + 1)
+        return jax.lax.dynamic_slice(padded, (dy, dx, 0), (h, w, c))
+
+    return jax.vmap(one)(jax.random.split(key, images.shape[0]), images)
+
+
+def random_flip(key, images):
+    """Mirror each image left-right (the width axis of NHWC) with probability 1/2,
+    independently per image. Jittable; pure in ``key``."""
+    _check_images(images)
+    flip = jax.random.bernoulli(key, 0.5, (images.shape[0],))
+    return jnp.where(flip[:, None, None, None], images[:, :, ::-1, :], images)
+
+
+def augment(key, images, padding: int = 4, flip: bool = True):
+    """The standard CIFAR10 augmentation (used by paper 000 Figs. 3 and 10): :func:`random_crop`
+    with ``padding`` then, if ``flip``, :func:`random_flip`; the two draws use independent
+    halves of ``key``. The same key gives the same images."""
+    k_crop, k_flip = jax.random.split(key)
+    out = random_crop(k_crop, images, padding) if padding else images
+    return random_flip(k_flip, out) if flip else out
+
+
+def channel_stats(images):
+    """Per-channel mean and standard deviation of ``images`` (N, H, W, C) on the [0, 1] scale
+    (uint8 pixels are divided by 255): ``(mean (C,), std (C,))``, the population standard
+    deviation. Accumulated in float64 over chunks of images, so CIFAR10's 50000 images never
+    exist as one float64 copy (1.2 GB)."""
+    images = np.asarray(images)
+    if images.ndim != 4 or images.shape[0] == 0:
+        raise ValueError(f"images must be a non-empty batch (N, H, W, C), got shape {images.shape}.")
+    scale = 255.0 if images.dtype == np.uint8 else 1.0
+    total = np.zeros(images.shape[-1])
+    for start in range(0, images.shape[0], 1000):
+        total += images[start:start + 1000].sum(axis=(0, 1, 2), dtype=np.float64)
+    count = images.size // images.shape[-1]
+    mean = total / count / scale
+    sq = np.zeros(images.shape[-1])
+    for start in range(0, images.shape[0], 1000):
+        sq += ((images[start:start + 1000] / scale - mean) ** 2).sum(axis=(0, 1, 2))
+    return mean, np.sqrt(sq / count)
+
+
+def normalise(images, mean, std, dtype=jnp.float32):
+    """``(x - mean) / std`` per channel, with uint8 pixels first mapped to [0, 1]. Use the
+    training set's :func:`channel_stats` for both training and test images."""
+    x = jnp.asarray(images)
+    scaled = x.astype(dtype) / 255.0 if x.dtype == jnp.uint8 else x.astype(dtype)
+    return (scaled - jnp.asarray(mean, dtype)) / jnp.asarray(std, dtype)
+
+
+def augmented_minibatches(key, x, y, batch_size: int, *, padding: int = 4, flip: bool = True,
+                          mean=None, std=None) -> Callable:
+    """Like :func:`itlin_core.minibatches` (a jittable ``i -> (x_b, y_b)``, a fresh permutation
+    each epoch), with :func:`augment` applied to each batch using the key ``fold_in(key, i)``
+    and then, if ``mean``/``std`` are given, :func:`normalise`. Batch ``i`` depends only on
+    ``key`` and ``i``, so a run resumed from step ``i`` sees exactly the batches of an
+    uninterrupted one. Keep ``x`` as uint8 (4x less memory) and pass the statistics."""
+    from .iterative import minibatches
+    k_perm, k_aug = jax.random.split(key)
+    base = minibatches(k_perm, x, y, batch_size)
+    if (mean is None) != (std is None):
+        raise ValueError("give both mean and std (to normalise) or neither.")
+
+    def batch(i):
+        xb, yb = base(i)
+        xb = augment(jax.random.fold_in(k_aug, i), xb, padding, flip)
+        return (normalise(xb, mean, std) if mean is not None else xb), yb
+
+    return batch
