@@ -19,13 +19,14 @@ from .iterative import (ILState, TrainingDiverged, full_batch, init_il_state, li
                         replicate, train)
 from .linearise import empirical_ntk, flat_jacobian, kernel_matrix, linearise, tree_sub, tree_vdot
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
-from .metrics import feature_alignment, kernel_distance
+from .mean_field import make_gd_step, make_gn_step, mean_field_net, mean_field_ntk
+from .metrics import feature_alignment, kernel_distance, min_norm_readout, weighted_cosine_distance
 from .models import Model, count_params, lenet50, mlp, resnet18
 from .datasets import augment, augmented_minibatches, channel_stats, normalise, random_crop, random_flip
 from .records import (default_checkpoint_dir, default_results_dir, load_checkpoint, load_results,
                       save_checkpoint, save_results, train_with_checkpoints)
 
-from . import data, datasets, exercises, experiments  # noqa: E402  (submodules: ic.data.single_index, ...)
+from . import data, datasets, exercises, experiments, mean_field  # noqa: E402  (submodules: ic.data.single_index, ...)
 
 __version__ = "0.1.0"
 
@@ -43,6 +44,8 @@ __all__ = [
     "squared_error", "softmax_cross_entropy", "accuracy", "rmse", "kernel_distance", "feature_alignment",
     # models
     "Model", "mlp", "lenet50", "resnet18", "count_params",
+    # mean-field one-hidden-layer networks (paper 003)
+    "mean_field_net", "mean_field_ntk", "make_gn_step", "make_gd_step", "weighted_cosine_distance", "min_norm_readout",
     # image data (loaders: itlin_core.data.cifar10 / mnist)
     "augment", "random_crop", "random_flip", "normalise", "channel_stats", "augmented_minibatches",
     # run records and checkpoints

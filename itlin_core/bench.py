@@ -1,6 +1,8 @@
-"""Benchmark: cost of an iterative-linearisation step relative to a plain SGD step.
+"""Benchmarks: an iterative-linearisation step against a plain SGD step, and (``--mean-field``)
+the fast against the generic Gauss-Newton step of the mean-field chapters.
 
     python -m itlin_core.bench [--batch 256] [--rounds 7] [--steps 5]
+    python -m itlin_core.bench --mean-field [--n 500] [--width 5000] [--rounds 5] [--steps 3]
 
 Model: the LeNet-50 CNN of paper 000 App. C.2.1 on a batch of 32x32x3 inputs with softmax
 cross-entropy. Both steps are jitted; they are timed interleaved (SGD, IL, SGD, IL, ...) so
@@ -53,12 +55,64 @@ def time_steps(fn, carry, b, n):
     return (time.perf_counter() - t0) / n, carry
 
 
+def interleaved(fns: dict, carries: dict, b, rounds: int, steps: int) -> dict:
+    """Median seconds per step of each ``fn(carry, b) -> (carry, out)``, timed in interleaved
+    blocks (after two warm-up steps each) so that machine load affects all alike."""
+    for k in fns:
+        _, carries[k] = time_steps(fns[k], carries[k], b, 2)
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k in fns:
+            t, carries[k] = time_steps(fns[k], carries[k], b, steps)
+            times[k].append(t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def mean_field_bench(n: int = 500, width: int = 5000, d: int = 10, rounds: int = 5, steps: int = 3) -> dict:
+    """Paper 003's GN step at its size (N = 500, M = 5000, d = 10, float64): the generic
+    kernel-form step (:func:`itlin_core.gn_step` with the implicit empirical NTK), the fast one
+    (the same step with :func:`itlin_core.mean_field_ntk`) and one full-batch gradient step,
+    timed interleaved in one run. Returns the median seconds per step of each."""
+    from .data import teacher_student
+    from .mean_field import make_gd_step, make_gn_step, mean_field_net
+
+    jax.config.update("jax_enable_x64", True)
+    data = teacher_student(jax.random.PRNGKey(0), n, 10, d)
+    x, y = data["x_train"], data["y_train"]
+    net = mean_field_net(d, width, 1.0)
+    params = net.init(jax.random.PRNGKey(1))
+    params = {"u": params["u"], "v": jax.random.normal(jax.random.PRNGKey(2), (width,))}
+    wrap = lambda step: jax.jit(lambda p, _: (step(p, 1.0), None))
+    fns = {"generic GN": wrap(make_gn_step(net, x, y, fast=False)),
+           "fast GN": wrap(make_gn_step(net, x, y, fast=True)),
+           "gradient": wrap(make_gd_step(net, x, y))}
+    return interleaved(fns, {k: params for k in fns}, None, rounds, steps)
+
+
+def _device_line():
+    return (f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), "
+            f"{platform.processor() or platform.machine()}, jax {jax.__version__}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=5, help="steps per timed block")
+    ap.add_argument("--mean-field", action="store_true", help="time the GN steps of the mean-field chapters")
+    ap.add_argument("--n", type=int, default=500, help="--mean-field: training-set size")
+    ap.add_argument("--width", type=int, default=5000, help="--mean-field: hidden units")
     args = ap.parse_args(argv)
+    if args.mean_field:
+        t = mean_field_bench(args.n, args.width, rounds=min(args.rounds, 5), steps=min(args.steps, 3))
+        print(f"Mean-field GN step (paper 003), N = {args.n}, M = {args.width}, d = 10, float64")
+        print(_device_line())
+        for k, v in t.items():
+            print(f"median {k} step: {v * 1e3:.1f} ms")
+        print(f"generic GN / fast GN = {t['generic GN'] / t['fast GN']:.1f}   "
+              f"fast GN / gradient step = {t['fast GN'] / t['gradient']:.1f}   "
+              f"generic GN / gradient step = {t['generic GN'] / t['gradient']:.1f}")
+        return t
     sgd, il, c_sgd, c_il, b, n_params = make_steps(args.batch)
     # compile and warm up both
     _, c_sgd = time_steps(sgd, c_sgd, b, 2)
@@ -72,8 +126,7 @@ def main(argv=None):
     m_sgd, m_il = statistics.median(t_sgd), statistics.median(t_il)
     ratios = sorted(a / s for a, s in zip(t_il, t_sgd))
     print(f"LeNet-50 ({n_params} parameters), batch {args.batch} x 32x32x3, softmax cross-entropy")
-    print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), {platform.processor() or platform.machine()}, "
-          f"jax {jax.__version__}")
+    print(_device_line())
     print(f"interleaved rounds: {args.rounds} x {args.steps} steps each")
     print(f"median SGD step: {m_sgd * 1e3:.1f} ms   median IL step: {m_il * 1e3:.1f} ms")
     print(f"IL step / SGD step = {m_il / m_sgd:.3f}  (per-round ratios {ratios[0]:.3f} .. {ratios[-1]:.3f})")

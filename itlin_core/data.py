@@ -5,6 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .mean_field import activation_pair
+
 
 def single_index(key, n_train: int, n_test: int, d: int, link: str = "abs"):
     r"""Gaussian inputs ``x ~ N(0, I_d)`` and a target that depends on one hidden direction,
@@ -85,7 +87,33 @@ def xor(key, n: int, noise_var: float = 0.1):
     z = XOR_CENTRES[jax.random.randint(kz, (n,), 0, 4)]
     x = z + jnp.sqrt(noise_var) * jax.random.normal(ke, (n, 2))
     return x, (x[:, 0] * x[:, 1])[:, None]
-__all__ = ["single_index", "regression_1d", "quintic", "quintic_data", "xor", "XOR_CENTRES"]
+
+
+def teacher_student(key, n_train: int, n_test: int, d: int = 10, m_star: int = 5,
+                    activation: str = "relu", beta: float = 1.0):
+    r"""Paper 003's teacher-student regression (§5.1): inputs ``x ~ N(0, I_d)`` and targets from a
+    one-hidden-layer teacher of the student's form (003 eq. (2)),
+    ``f*(x) = (1/M*) sum_j v*_j gamma(u*_j^T x)``, with ``M* = m_star`` units and all teacher
+    weights standard Gaussian. ``activation``: ``"relu"`` or ``"silu"`` with temperature
+    ``beta`` (:func:`itlin_core.mean_field.activation_pair`).
+
+    Returns a dict with ``x_train (n_train, d)``, ``y_train (n_train,)``, ``x_test``, ``y_test``
+    and the teacher's ``u_star (m_star, d)``, ``v_star (m_star,)``.
+    """
+    if min(n_train, n_test, d, m_star) < 1:
+        raise ValueError(f"n_train, n_test, d and m_star must be >= 1, got {n_train}, {n_test}, {d}, {m_star}.")
+    gamma, _ = activation_pair(activation, beta)
+    ku, kv, ktr, kte = jax.random.split(key, 4)
+    u_star = jax.random.normal(ku, (m_star, d))
+    v_star = jax.random.normal(kv, (m_star,))
+    x_train = jax.random.normal(ktr, (n_train, d))
+    x_test = jax.random.normal(kte, (n_test, d))
+    teacher = lambda x: gamma(x @ u_star.T) @ v_star / m_star
+    return {"x_train": x_train, "y_train": teacher(x_train), "x_test": x_test, "y_test": teacher(x_test),
+            "u_star": u_star, "v_star": v_star}
+
+
+__all__ = ["single_index", "regression_1d", "quintic", "quintic_data", "xor", "XOR_CENTRES", "teacher_student"]
 
 # CIFAR10 and MNIST (download, checksums, augmentation) live in itlin_core.datasets; the
 # loaders are re-exported here so that ``itlin_core.data.cifar10()`` reads like the toy sets.

@@ -28,7 +28,9 @@ from .flow import gradient_flow_params
 from .gauss_newton import gn_step
 from .linearise import empirical_ntk, linearise
 from .losses import rmse, squared_error
-from .metrics import feature_alignment, kernel_distance
+from .iterative import _progress_bar
+from .mean_field import hidden_features, make_gd_step, make_gn_step, mean_field_net, mean_field_ntk
+from .metrics import feature_alignment, kernel_distance, min_norm_readout, weighted_cosine_distance
 from .models import Model, centred, mlp
 
 PRESETS = ("smoke", "book", "colab", "paper")
@@ -469,3 +471,351 @@ def run_xor(cfg: XORConfig, progress=None) -> dict:
 
 
 __all__ += ["XORConfig", "xor_config", "run_xor"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Chapters "Gauss-Newton in the mean-field regime" (paper 003): teacher-student regression
+
+@dataclasses.dataclass(frozen=True)
+class TeacherStudentConfig:
+    """Paper 003 §5.1 at a chosen scale: ``n_train`` Gaussian inputs in ``d`` dimensions, targets
+    from a teacher with ``m_star`` units (``data.teacher_student``), ``n_test`` test points; a
+    mean-field student (``mean_field.mean_field_net``) of ``width`` units, hidden weights
+    ``N(0, tau0^2)``, last layer 0. GN (damping ``max(floor, alpha sigma_min)``) and GD with
+    constant step sizes, paper 003's convention (loss ``1/(2N) sum (f - y)^2``). A run stops
+    when its training loss falls below ``stop_loss`` or after ``gn_iterations`` /
+    ``gd_iterations`` steps; metrics are recorded at ``n_evals`` log-spaced iterations.
+    ``tau0s`` and the step-size grids ``gn_lrs``/``gd_lrs`` are the sweeps of 003 Fig. 1 (every
+    step size is run at every ``tau0``); the smallest ``tau0`` is Fig. 1 right's and Fig. 2's."""
+
+    n_train: int
+    width: int
+    n_test: int
+    gn_iterations: int
+    gd_iterations: int
+    tau0s: tuple
+    gn_lrs: tuple
+    gd_lrs: tuple
+    n_evals: int = 30
+    d: int = 10
+    m_star: int = 5
+    stop_loss: float = 1e-6
+    floor: float = 1e-7
+    alpha: float = 1.0
+    activation: str = "relu"
+    beta: float = 1.0
+    seed: int = 0
+
+
+TEACHER_STUDENT = {
+    "smoke": TeacherStudentConfig(n_train=40, width=200, n_test=500, gn_iterations=1500, gd_iterations=4000,
+                                  tau0s=(1e-3, 10.0), gn_lrs=(1e-2, 1.0, 40.0), gd_lrs=(0.1, 10.0, 100.0),
+                                  n_evals=12),
+    "book": TeacherStudentConfig(n_train=100, width=1000, n_test=2000, gn_iterations=5000, gd_iterations=20000,
+                                 tau0s=(1e-3, 1e-1, 10.0), gn_lrs=(1e-2, 1.0, 100.0),
+                                 gd_lrs=(1e-2, 1.0, 10.0, 100.0, 1000.0)),
+    "paper": TeacherStudentConfig(n_train=500, width=5000, n_test=10000, gn_iterations=100_000,
+                                  gd_iterations=1_000_000, n_evals=60,
+                                  tau0s=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0),
+                                  gn_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
+                                  gd_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)),
+}
+
+
+def teacher_student_config(preset: str | None = None) -> TeacherStudentConfig:
+    return _per_preset(TEACHER_STUDENT, preset)
+
+
+def _require_x64(what: str):
+    if not jax.config.jax_enable_x64:
+        raise ValueError(
+            f"{what} needs 64-bit JAX (DESIGN §3: with tau0 = 1e-3 the hidden features are ~1e-3 "
+            "and float32 loses the digits of the least-squares re-fits): call "
+            "jax.config.update('jax_enable_x64', True) at the start of the notebook.")
+
+
+def teacher_student_problem(cfg: TeacherStudentConfig, n_train: int | None = None,
+                            activation: str | None = None, beta: float | None = None) -> dict:
+    """The data of one teacher-student problem (the same teacher and test set for every
+    ``n_train``: the training inputs are the first ``n_train`` of a fixed stream)."""
+    _require_x64("the teacher-student experiments")
+    n = cfg.n_train if n_train is None else n_train
+    return _data.teacher_student(jax.random.PRNGKey(cfg.seed), n, cfg.n_test, cfg.d, cfg.m_star,
+                                 activation or cfg.activation, cfg.beta if beta is None else beta)
+
+
+def teacher_student_metrics(params, data: dict, activation: str = "relu", beta: float = 1.0) -> dict:
+    """003 §5.2's metrics of one student: train and test loss (``1/(2N) sum (f - y)^2``), the
+    test loss after re-fitting the last layer on the frozen hidden features by eq. (8)
+    (Test-LRfit), the weighted cosine distance to the teacher (eq. (9)) and the smallest
+    eigenvalue of the NTK matrix ``A_w = J J^T`` (003 Fig. 4 right)."""
+    u, v = params["u"], params["v"]
+    m = v.shape[0]
+    phi = hidden_features(u, data["x_train"], activation, beta) / m
+    phi_t = hidden_features(u, data["x_test"], activation, beta) / m
+    half_mse = lambda f, y: 0.5 * jnp.mean((f - y) ** 2)
+    v_fit = min_norm_readout(phi, data["y_train"])
+    ntk = mean_field_ntk(params, data["x_train"], activation=activation, beta=beta)
+    return {"train_loss": half_mse(phi @ v, data["y_train"]), "test_loss": half_mse(phi_t @ v, data["y_test"]),
+            "lrfit": half_mse(phi_t @ v_fit, data["y_test"]),
+            "wcd": weighted_cosine_distance(u, data["u_star"]),
+            "sigma_min": jnp.linalg.eigvalsh(0.5 * (ntk + ntk.T))[0]}
+
+
+def eval_schedule(iterations: int, n_evals: int) -> np.ndarray:
+    """Iterations ``0 = i_0 < i_1 < ... = iterations`` at which metrics are recorded,
+    roughly log-spaced (003 Fig. 2 plots against log-iterations)."""
+    pts = np.unique(np.round(np.logspace(0, np.log10(max(iterations, 1)), n_evals)).astype(int))
+    return np.concatenate([[0], pts[pts <= iterations]])
+
+
+def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, data: dict | None = None,
+                        activation: str | None = None, beta: float | None = None, iterations: int | None = None,
+                        fast: bool = True, progress=None) -> dict:
+    """Train one student per ``(tau0s[g], lrs[g])`` pair (equal-length sequences) with ``method``
+    ``"gn"`` or ``"gd"``, all in one compiled program (``vmap`` over the pairs, a ``fori_loop``
+    between evaluations). Every student starts from the same standard-normal draw scaled by
+    its ``tau0`` (003 uses one seed; so does this). A student stops (its parameters freeze) once
+    its training loss is below ``cfg.stop_loss`` or a step overflows (divergence).
+
+    Returns a dict of numpy arrays: ``iters`` ``(E,)``; ``train_loss``, ``test_loss``,
+    ``lrfit``, ``wcd``, ``sigma_min`` of shape ``(E, G)``; ``stopped_at`` ``(G,)`` (the
+    iteration at which the stopping rule fired, or the budget); ``diverged`` ``(G,)`` (a step
+    produced non-finite parameters: the run stops at its last finite iterate, and its
+    ``final_*`` metrics are NaN); and ``final_*`` (the last row) for each metric.
+    """
+    if method not in ("gn", "gd"):
+        raise ValueError(f"method must be 'gn' or 'gd', got {method!r}.")
+    tau0s, lrs = np.asarray(tau0s, float), np.asarray(lrs, float)
+    if tau0s.shape != lrs.shape or tau0s.ndim != 1:
+        raise ValueError(f"tau0s and lrs must be 1-D and of equal length, got shapes {tau0s.shape} and {lrs.shape}.")
+    if (tau0s <= 0).any() or (lrs <= 0).any():
+        raise ValueError("every tau0 and step size must be > 0.")
+    act = activation or cfg.activation
+    beta = cfg.beta if beta is None else beta
+    data = teacher_student_problem(cfg, activation=act, beta=beta) if data is None else data
+    x, y = data["x_train"], data["y_train"]
+    net = mean_field_net(cfg.d, cfg.width, 1.0, act, beta)
+    if method == "gn":
+        step = make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, fast=fast, activation=act, beta=beta)
+    else:
+        step = make_gd_step(net, x, y)
+    budget = iterations or (cfg.gn_iterations if method == "gn" else cfg.gd_iterations)
+    z = net.init(jax.random.PRNGKey(cfg.seed + 1))
+    params = {"u": jnp.asarray(tau0s)[:, None, None] * z["u"], "v": jnp.zeros((tau0s.size, cfg.width))}
+    loss = lambda p: 0.5 * jnp.mean((net.apply(p, x) - y) ** 2)
+
+    finite = lambda p: jnp.all(jnp.isfinite(p["u"])) & jnp.all(jnp.isfinite(p["v"]))
+
+    def body(_, c):
+        p, lr, done, diverged, stopped, it = c
+        hit = jax.vmap(loss)(p) < cfg.stop_loss
+        new = jax.vmap(step)(p, lr)
+        bad = ~jax.vmap(finite)(new)          # a step that overflowed: keep the last finite iterate
+        hit = (hit | bad) & ~done
+        stopped = jnp.where(hit, it, stopped)
+        diverged = diverged | (bad & ~done)
+        done = done | hit
+        keep = lambda a, b: jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
+        return jax.tree_util.tree_map(keep, p, new), lr, done, diverged, stopped, it + 1
+
+    advance = jax.jit(lambda c, n: jax.lax.fori_loop(0, n, body, c))
+    # lax.map (a loop), not vmap: batched float64 eigh inside this program hung XLA:CPU here
+    # (jax 0.10, 2-core machine); evaluation is a small part of the cost.
+    evaluate = jax.jit(lambda ps: jax.lax.map(lambda p: teacher_student_metrics(p, data, act, beta), ps))
+    sched = eval_schedule(budget, cfg.n_evals)
+    g = tau0s.size
+    diverged, stopped = np.zeros(g, bool), np.full(g, budget)
+    active = np.arange(g)             # runs still training; finished ones are dropped from the batch
+    carry = (params, jnp.asarray(lrs), jnp.zeros(g, bool), jnp.zeros(g, bool), jnp.full(g, budget), 0)
+    rows = [jax.device_get(evaluate(params))]
+    iters = [0]
+    bar = _progress_bar(budget, f"{method.upper()}, {g} runs", progress)
+    for a, b in zip(sched[:-1], sched[1:]):
+        carry = advance(carry[:5] + (jnp.asarray(a),), int(b - a))
+        ev = jax.device_get(evaluate(carry[0]))
+        row = {k: np.array(v) for k, v in rows[-1].items()}    # finished runs keep their last values
+        for k in row:
+            row[k][active] = ev[k]
+        rows.append(row)
+        iters.append(int(b))
+        done = np.asarray(carry[2])
+        diverged[active], stopped[active] = np.asarray(carry[3]), np.asarray(carry[4])
+        if bar is not None:
+            bar.update(int(b - a))
+        if done.all():
+            break
+        if done.any():                # shrink the batch (one recompilation per distinct size)
+            keep = np.flatnonzero(~done)
+            active = active[keep]
+            carry = jax.tree_util.tree_map(lambda x: x[keep], carry[:5]) + (carry[5],)
+    if bar is not None:
+        bar.close()
+    out = {"iters": np.asarray(iters), "tau0": tau0s, "lr": lrs, "method": method}
+    for key in rows[0]:
+        out[key] = np.stack([np.asarray(r[key]) for r in rows])
+    out["stopped_at"], out["diverged"] = stopped, diverged
+    for key in rows[0]:          # a diverged run has no final metrics: NaN, never a stale value
+        out["final_" + key] = np.where(diverged, np.nan, out[key][-1])
+    return out
+
+
+def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | None = None,
+                             activation: str | None = None, beta: float | None = None) -> dict:
+    """003's RF baseline (eq. (8)): the minimum-norm least-squares last layer on the hidden
+    features at initialisation, for each ``tau0``. Its test loss is Test-LRfit at iteration 0."""
+    act = activation or cfg.activation
+    beta = cfg.beta if beta is None else beta
+    data = teacher_student_problem(cfg, activation=act, beta=beta) if data is None else data
+    z = mean_field_net(cfg.d, cfg.width, 1.0, act, beta).init(jax.random.PRNGKey(cfg.seed + 1))
+    res = []
+    for t in np.asarray(tau0s, float):
+        params = {"u": t * z["u"], "v": z["v"]}
+        m = teacher_student_metrics(params, data, act, beta)
+        res.append(float(m["lrfit"]))
+    return {"tau0": np.asarray(tau0s, float), "test_loss": np.asarray(res)}
+
+
+__all__ += ["TeacherStudentConfig", "teacher_student_config", "teacher_student_problem", "teacher_student_metrics",
+            "eval_schedule", "run_teacher_student", "random_features_baseline"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Chapter "A real-image stand-in: CNNs on 8x8 digits" (paper 000 Figs. 2-5 at CPU scale)
+
+from .losses import accuracy as _accuracy, softmax_cross_entropy as _softmax_ce  # noqa: E402
+from .metrics import linear_probe as _linear_probe  # noqa: E402
+from .iterative import minibatches as _minibatches  # noqa: E402
+from .models import small_cnn as _small_cnn  # noqa: E402
+from .iterative import _progress_bar as _digits_progress_bar  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class DigitsConfig:
+    """scikit-learn's bundled 8x8 handwritten digits (1797 images, 10 classes; shipped inside the
+    package, no download), split once at random into ``n_test`` test images and a training pool
+    of the rest; pixels (0-16) divided by 16, then standardised with the training pool's mean and
+    standard deviation (two scalars). A ``small_cnn`` (two 3x3 conv blocks with ``channels``,
+    dense ``dense``) trained by IL with minibatch SGD (``batch_size``, learning rate ``lr``,
+    momentum ``momentum``) on the mean softmax cross-entropy for ``steps`` steps, one run per K in
+    ``Ks`` (one vmapped program), evaluated every ``eval_every`` steps: network and proxy
+    accuracy on train and test, and linear probes (ridge ``probe_ridge``, fitted on
+    ``probe_train`` training images) on both conv blocks' features. Data-subset scaling
+    (000 Fig. 4): ``scaling_sizes`` training-set sizes, ``scaling_Ks``, ``scaling_steps`` each."""
+
+    steps: int
+    eval_every: int
+    Ks: tuple
+    scaling_sizes: tuple
+    scaling_Ks: tuple
+    scaling_steps: int
+    n_test: int = 497
+    batch_size: int = 64
+    lr: float = 0.02
+    momentum: float = 0.0
+    channels: tuple = (8, 16)
+    dense: int = 32
+    probe_train: int = 100
+    probe_ridge: float = 1e-3
+    seed: int = 0
+
+
+DIGITS = {
+    "smoke": DigitsConfig(steps=600, eval_every=100, Ks=(1, 100, None), scaling_sizes=(100, 400),
+                          scaling_Ks=(1, None), scaling_steps=400),
+    "book": DigitsConfig(steps=4000, eval_every=100, Ks=(1, 10, 100, 1000, None),
+                         scaling_sizes=(50, 100, 200, 400, 800, 1300), scaling_Ks=(1, 100, None),
+                         scaling_steps=2000),
+}
+
+
+def digits_config(preset: str | None = None) -> DigitsConfig:
+    return _per_preset(DIGITS, preset)
+
+
+def digits_data(cfg: DigitsConfig) -> dict:
+    """The preprocessed digits (NHWC float32, ``(N, 8, 8, 1)``) with integer labels:
+    ``x_train, y_train`` (the training pool, in a fixed random order, so the first ``n`` are a
+    random subset of size ``n``), ``x_test, y_test``, and the ``mean``/``std`` used."""
+    from sklearn.datasets import load_digits  # shipped with scikit-learn; imported only here
+
+    raw = load_digits()
+    images = np.asarray(raw.images, np.float32) / 16.0
+    labels = np.asarray(raw.target, np.int32)
+    perm = np.asarray(jax.random.permutation(jax.random.PRNGKey(cfg.seed), len(labels)))
+    test, pool = perm[:cfg.n_test], perm[cfg.n_test:]
+    mean, std = float(images[pool].mean()), float(images[pool].std())
+    prep = lambda idx: jnp.asarray(((images[idx] - mean) / std)[..., None])
+    return {"x_train": prep(pool), "y_train": jnp.asarray(labels[pool]), "x_test": prep(test),
+            "y_test": jnp.asarray(labels[test]), "mean": mean, "std": std}
+
+
+def _digits_optimizer(cfg: DigitsConfig):
+    return optax.sgd(cfg.lr, momentum=cfg.momentum or None)
+
+
+def run_digits_sweep(cfg: DigitsConfig, Ks: Sequence | None = None, progress=None, data: dict | None = None) -> dict:
+    """IL on the digits for every K at once (:func:`itlin_core.make_il_sweep_step`), minibatch
+    SGD, evaluated every ``eval_every`` steps. Returns the :func:`itlin_core.train` history
+    (arrays ``(evals, runs)``) with ``{train,test}_accuracy_{network,proxy}``,
+    ``probe{1,2}_test_accuracy`` (linear probes on the network's first/second block features),
+    and ``Ks``, ``feature_updates``, ``n_params``, the final ``state`` (stacked over K), the
+    initial ``params0``, the ``model`` and the ``data``."""
+    Ks = tuple(cfg.Ks if Ks is None else Ks)
+    data = digits_data(cfg) if data is None else data
+    model = _small_cnn(10, (8, 8, 1), cfg.channels, cfg.dense)
+    params0 = model.init(jax.random.PRNGKey(cfg.seed + 1))
+    opt = _digits_optimizer(cfg)
+    step, _ = make_il_sweep_step(model.apply, _softmax_ce, opt, Ks)
+    xtr, ytr, xte, yte = data["x_train"], data["y_train"], data["x_test"], data["y_test"]
+    il_eval = make_il_eval(model.apply, {"train": (xtr, ytr), "test": (xte, yte)}, {"accuracy": _accuracy})
+    xp, yp = xtr[:cfg.probe_train], ytr[:cfg.probe_train]
+
+    def eval_fn(state):
+        out = il_eval(state)
+        for layer in (1, 2):
+            probe = _linear_probe(model.features(state.params, xp, layer), yp,
+                                  model.features(state.params, xte, layer), yte,
+                                  ridge=cfg.probe_ridge, num_classes=10)
+            out[f"probe{layer}_test_accuracy"] = probe["test_accuracy"]
+        return out
+
+    batches = _minibatches(jax.random.PRNGKey(cfg.seed + 2), xtr, ytr, cfg.batch_size)
+    states, hist = train(step, replicate(init_il_state(params0, opt), len(Ks)), batches, cfg.steps,
+                         eval_fn=jax.vmap(eval_fn), eval_every=cfg.eval_every, progress=progress,
+                         desc=f"digits: IL sweep over {len(Ks)} values of K")
+    hist.update(Ks=Ks, state=states, params0=params0, model=model, data=data)
+    hist["feature_updates"] = np.array([1 if k is None or k == math.inf else -(-cfg.steps // int(k)) for k in Ks])
+    hist["n_params"] = sum(int(a.size) for a in jax.tree_util.tree_leaves(params0))
+    return hist
+
+
+def run_digits_scaling(cfg: DigitsConfig, progress=None, data: dict | None = None) -> dict:
+    """Data-subset scaling (000 Fig. 4): for each size ``n`` in ``scaling_sizes``, train on the
+    first ``n`` images of the (shuffled) training pool with every K in ``scaling_Ks`` (one
+    vmapped program per size) for ``scaling_steps`` steps. Returns ``sizes``, ``Ks`` and arrays
+    ``(sizes, Ks)``: ``final_test_accuracy`` and ``best_test_accuracy`` (over the evaluations,
+    the paper's "optimal early stopping") of the model being trained (the proxy), and
+    ``final_train_accuracy``."""
+    data = digits_data(cfg) if data is None else data
+    Ks = tuple(cfg.scaling_Ks)
+    rows = {"final_test_accuracy": [], "best_test_accuracy": [], "final_train_accuracy": []}
+    bar = _digits_progress_bar(len(cfg.scaling_sizes), "digits: data-subset scaling", progress)
+    try:
+        for n in cfg.scaling_sizes:
+            sub = dict(data, x_train=data["x_train"][:n], y_train=data["y_train"][:n])
+            c = dataclasses.replace(cfg, steps=cfg.scaling_steps, eval_every=max(1, cfg.scaling_steps // 10),
+                                    batch_size=min(cfg.batch_size, n), probe_train=min(cfg.probe_train, n))
+            h = run_digits_sweep(c, Ks, progress="off", data=sub)
+            rows["final_test_accuracy"].append(h["test_accuracy_proxy"][-1])
+            rows["best_test_accuracy"].append(h["test_accuracy_proxy"].max(axis=0))
+            rows["final_train_accuracy"].append(h["train_accuracy_proxy"][-1])
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return {"sizes": np.asarray(cfg.scaling_sizes), "Ks": Ks, **{k: np.stack(v) for k, v in rows.items()}}
+
+
+__all__ += ["DigitsConfig", "digits_config", "digits_data", "run_digits_sweep", "run_digits_scaling"]

@@ -63,7 +63,7 @@ def kernel_solve(kmat: jax.Array, rhs: jax.Array, damping=0.0, *, rcond: float |
 
 def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve_dtype=None,
                  rcond: float | None = None, ntk_batch_size: int | None = None,
-                 ntk_method: str = "implicit") -> PyTree:
+                 ntk_method: str = "implicit", ntk_fn: Callable | None = None) -> PyTree:
     r"""Damped Gauss-Newton direction ``(J^T J + lambda I)^{-1} J^T (f(x) - y)`` (000 eq. (10)).
 
     Computed in kernel form ``J^T (J J^T + lambda I)^{-1} r`` (see the module docstring):
@@ -82,6 +82,11 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
       ntk_batch_size: passed to :func:`itlin_core.empirical_ntk` as ``batch_size``.
       ntk_method: passed to :func:`itlin_core.empirical_ntk` as ``method`` (``"jacobian"`` is
         faster for small models).
+      ntk_fn: optional ``ntk_fn(params, x) -> J J^T`` that replaces the generic empirical NTK
+        by a model-specific formula (e.g. :func:`itlin_core.mean_field_ntk`, which uses the
+        factorised kernel of a one-hidden-layer network); it must return the ``(N*O, N*O)``
+        matrix (or ``(N, N)`` for a single output, or full ``(N, N, O, O)`` blocks). The rest
+        of the step (residual, solve, ``J^T`` by VJP) is unchanged.
 
     Returns:
       The direction ``d``, a pytree like ``params``; the GN update is ``params - lr * d``.
@@ -95,8 +100,15 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
             f"targets y must match the model outputs: outputs have shape {out.shape}, "
             f"y has shape {jnp.shape(y)}.")
     r = (out - y2).reshape(-1)
-    kmat = kernel_matrix(empirical_ntk(apply_fn, params, x, full=True, batch_size=ntk_batch_size,
-                                       method=ntk_method))
+    if ntk_fn is None:
+        kmat = kernel_matrix(empirical_ntk(apply_fn, params, x, full=True, batch_size=ntk_batch_size,
+                                           method=ntk_method))
+    else:
+        kmat = ntk_fn(params, x)
+        kmat = kernel_matrix(kmat) if kmat.ndim == 4 else kmat
+        if kmat.shape != (r.size, r.size):
+            raise ValueError(f"ntk_fn returned a kernel of shape {kmat.shape}; expected "
+                             f"({r.size}, {r.size}) for {out.shape[0]} examples x {out.shape[1]} outputs.")
     if dtype is not None:
         kmat, r = kmat.astype(dtype), r.astype(dtype)
     a = kernel_solve(kmat, r, damping, rcond=rcond)

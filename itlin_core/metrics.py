@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .gauss_newton import kernel_solve
+
 
 def kernel_distance(k1, k2):
     r"""Kernel distance of Fort et al. (2020): one minus the cosine similarity of two kernel
@@ -34,4 +36,106 @@ def feature_alignment(w, centres):
     return jnp.max(wn @ cn.T, axis=1)
 
 
-__all__ = ["kernel_distance", "feature_alignment"]
+def weighted_cosine_distance(u, u_star):
+    r"""Weighted cosine distance of paper 003 eq. (9) between a student's hidden weights ``u``
+    ``(M, d)`` and a teacher's ``u_star`` ``(M*, d)``,
+
+    .. math:: \mathrm{WCD}(u, u^\star) = 2\sum_{i=1}^M p_i\Big(1 - \max_j
+              \frac{u_i^\top u^\star_j}{\|u_i\|\,\|u^\star_j\|}\Big), \qquad
+              p_i = \frac{\|u_i\|^2}{\sum_k \|u_k\|^2}.
+
+    Each student unit is matched to the teacher unit it is best aligned with, and its cosine
+    distance is weighted by its share of the squared norm, so near-zero units (which barely
+    affect the output of a ReLU network) barely count. 0 when every unit of non-zero norm
+    points exactly along a teacher unit; at most 4. Units of exactly zero norm get weight 0.
+    """
+    u, u_star = jnp.asarray(u), jnp.asarray(u_star)
+    if u.ndim != 2 or u_star.ndim != 2 or u.shape[1] != u_star.shape[1]:
+        raise ValueError(f"u must be (M, d) and u_star (M*, d) with the same d, got {u.shape} and {u_star.shape}.")
+    sq = jnp.sum(u ** 2, axis=1)
+    norm = jnp.sqrt(sq)
+    safe = jnp.where(norm > 0, norm, 1.0)
+    cos = (u / safe[:, None]) @ (u_star / jnp.linalg.norm(u_star, axis=1, keepdims=True)).T
+    p = sq / jnp.sum(sq)
+    return 2.0 * jnp.sum(p * (1.0 - jnp.max(cos, axis=1)))
+
+
+def min_norm_readout(features, y, rcond=None):
+    r"""Minimum-norm least-squares last layer on fixed features (paper 003 eq. (8)):
+    ``v = Phi^T (Phi Phi^T)^+ y`` for features ``Phi`` ``(N, M)`` and targets ``y`` ``(N,)``.
+
+    With ``M >= N`` and independent rows this interpolates, ``Phi v = y``, and among all
+    interpolating ``v`` it has the smallest norm. Computed in kernel form (an ``N x N`` ``eigh``
+    with the relative cut-off ``rcond`` of :func:`itlin_core.kernel_solve`), which is also what
+    keeps it accurate when the features are tiny (003's ``tau0 = 1e-3``): the cut-off is relative
+    to the largest eigenvalue, so a global rescaling of ``Phi`` only rescales ``v``. Use float64
+    there (DESIGN §3).
+    """
+    features, y = jnp.asarray(features), jnp.asarray(y)
+    if features.ndim != 2 or y.shape[0] != features.shape[0]:
+        raise ValueError(f"features must be (N, M) and y (N, ...), got {features.shape} and {y.shape}.")
+    return features.T @ kernel_solve(features @ features.T, y, 0.0, rcond=rcond)
+
+
+__all__ = ["kernel_distance", "feature_alignment", "weighted_cosine_distance", "min_norm_readout"]
+
+
+def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float = 1e-3,
+                 num_classes: int | None = None) -> dict:
+    r"""Accuracy of a linear read-out fitted on frozen features: a *linear probe* (Alain &
+    Bengio 2017; paper 000 Fig. 5 probes a CNN's first- and second-layer features).
+
+    The probe is ridge regression onto one-hot targets, with an unpenalised intercept:
+
+    .. math:: (\hat W, \hat b) = \arg\min_{W, b}\ \|F W + \mathbf 1 b^\top - Y\|_F^2 + \lambda \|W\|_F^2,
+              \qquad \lambda = \texttt{ridge}\cdot \tfrac{1}{D}\|F - \mathbf 1 \bar f^\top\|_F^2,
+
+    with ``F`` the ``(N, D)`` training features, ``Y`` the ``(N, C)`` one-hot labels and
+    ``\bar f`` the mean training feature. Centring removes the intercept:
+    ``b = \bar y - W^\top \bar f`` and ``W = (F_c^\top F_c + \lambda I)^{-1} F_c^\top Y_c``
+    (solved in this ``D x D`` form when ``D <= N``, else in the equal kernel form
+    ``F_c^\top (F_c F_c^\top + \lambda I)^{-1} Y_c``). ``lambda`` is relative to the mean
+    eigenvalue of ``F_c^\top F_c``, so rescaling the features does not change the probe.
+    ``ridge = 0`` gives the minimum-norm least-squares fit (:func:`jax.numpy.linalg.lstsq`).
+    A test example is classified by its largest output. A closed form rather than a few steps
+    of logistic regression: no learning rate or step count to choose, and it is jittable and
+    vmappable (one probe per run of a sweep).
+
+    Returns ``{"train_accuracy", "test_accuracy"}``.
+
+    Raises:
+      ValueError: shapes that do not match, a negative ``ridge``, or ``num_classes`` missing
+        under ``jit`` (labels are then not known in Python).
+    """
+    ftr, fte = jnp.asarray(features_train), jnp.asarray(features_test)
+    if ftr.ndim != 2 or fte.ndim != 2 or ftr.shape[1] != fte.shape[1]:
+        raise ValueError(f"features must be (N, D) and (M, D) with the same D, got {ftr.shape} and {fte.shape}.")
+    if jnp.shape(y_train) != ftr.shape[:1] or jnp.shape(y_test) != fte.shape[:1]:
+        raise ValueError(f"labels must be (N,) and (M,) integer classes matching the features, got "
+                         f"{jnp.shape(y_train)} and {jnp.shape(y_test)}.")
+    if not ridge >= 0:
+        raise ValueError(f"ridge must be >= 0, got {ridge!r}.")
+    if num_classes is None:
+        from jax.errors import ConcretizationTypeError
+        try:
+            num_classes = int(max(jnp.max(y_train), jnp.max(y_test))) + 1
+        except ConcretizationTypeError:
+            raise ValueError("pass num_classes when calling linear_probe under jit or vmap.") from None
+    n, d = ftr.shape
+    y = (jnp.asarray(y_train)[:, None] == jnp.arange(num_classes)).astype(ftr.dtype)  # one-hot
+    mean_f, mean_y = jnp.mean(ftr, axis=0), jnp.mean(y, axis=0)
+    fc, yc = ftr - mean_f, y - mean_y
+    if ridge == 0:
+        w = jnp.linalg.lstsq(fc, yc)[0]
+    else:
+        lam = ridge * jnp.sum(fc * fc) / d
+        if d <= n:
+            w = jnp.linalg.solve(fc.T @ fc + lam * jnp.eye(d, dtype=fc.dtype), fc.T @ yc)
+        else:
+            w = fc.T @ jnp.linalg.solve(fc @ fc.T + lam * jnp.eye(n, dtype=fc.dtype), yc)
+    predict = lambda f: jnp.argmax((f - mean_f) @ w + mean_y, axis=-1)
+    return {"train_accuracy": jnp.mean(predict(ftr) == y_train),
+            "test_accuracy": jnp.mean(predict(fte) == y_test)}
+
+
+__all__ += ["linear_probe"]

@@ -1,0 +1,139 @@
+r"""One-hidden-layer networks in the mean-field scaling, and Gauss-Newton on them (paper 003).
+
+The student of paper 003 (eq. (2), §5.1) is
+
+.. math:: f_w(x) = \frac{1}{M}\sum_{i=1}^M v_i\,\gamma(u_i^\top x), \qquad w = (v, u),\;
+          v \in \mathbb{R}^M,\; u \in \mathbb{R}^{M\times d},
+
+with hidden weights ``u ~ N(0, tau0^2)`` and the last layer ``v = 0`` at initialisation. There is
+no bias term: paper 003's eq. (2) and its teacher have none (a bias would be an extra constant
+input coordinate; we follow the paper and leave it out).
+
+**Why a special NTK.** With ``G = gamma(X u^T)`` and ``D = gamma'(X u^T)`` (both ``N x M``), the
+Jacobian has a ``v``-block ``G / M`` and a ``u``-block whose row ``n``, unit ``i`` is
+``v_i D_ni x_n / M``, so the empirical NTK factorises into two ``N x M`` products,
+
+.. math:: J J^\top = \frac{1}{M^2}\Big(G G^\top + \big(D\,\mathrm{diag}(v^2)\,D^\top\big)\odot (X X^\top)\Big),
+
+costing ``O(N^2 M)`` instead of the ``O(N^2 M d)`` of a per-example Jacobian (``P = M(d+1)``).
+:func:`mean_field_ntk` computes this; :func:`itlin_core.gn_step` accepts it through ``ntk_fn``,
+so the chapter's fast GN step is still the generic kernel-form step with a faster kernel.
+
+**Loss and step-size convention.** Paper 003 minimises ``L = 1/(2N) sum (f - y)^2`` and takes
+GN steps ``w - lr (J^T J + eps I)^{-1} J^T grad_f L`` with ``grad_f L = (f - y) / N`` (its
+eq. (4) with ``H = I``). The book's GN convention is the sum loss ``1/2 ||f - y||^2``
+(DESIGN §3), so paper 003's step size ``lr`` is ``lr / N`` in :func:`itlin_core.gn_step`; the
+functions here take paper 003's ``lr`` and do that conversion, so the numbers in the chapters
+are the paper's. The damping is 003's eq. (5) with ``alpha = 1``, floored at ``1e-7``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from .gauss_newton import damping_min_eigenvalue, gn_step
+from .models import Model
+
+ACTIVATIONS = ("relu", "silu")
+
+
+def activation_pair(name: str = "relu", beta: float = 1.0):
+    r"""``(gamma, gamma')`` for ``"relu"`` or ``"silu"`` with temperature ``beta``,
+    ``SiLU_beta(z) = z sigmoid(beta z)`` (003 §3.1; it tends to ReLU as ``beta -> inf``)."""
+    if name == "relu":
+        return jax.nn.relu, lambda z: (z > 0).astype(z.dtype)
+    if name == "silu":
+        if not beta > 0:
+            raise ValueError(f"the SiLU temperature beta must be > 0, got {beta!r}.")
+
+        def silu(z):
+            return z * jax.nn.sigmoid(beta * z)
+
+        def dsilu(z):
+            s = jax.nn.sigmoid(beta * z)
+            return s + beta * z * s * (1.0 - s)
+
+        return silu, dsilu
+    raise ValueError(f"unknown activation {name!r}; use one of {ACTIVATIONS}.")
+
+
+def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "relu",
+                   beta: float = 1.0) -> Model:
+    """The student network of paper 003 eq. (2) as an ``(init, apply)`` pair.
+
+    ``init(key)`` draws ``u ~ N(0, tau0^2)`` of shape ``(width, d)`` and sets ``v = 0``;
+    ``apply(params, x)`` maps ``(N, d)`` inputs to ``(N,)`` outputs ``gamma(x u^T) v / width``.
+    """
+    if d < 1 or width < 1:
+        raise ValueError(f"d and width must be >= 1, got d={d!r}, width={width!r}.")
+    if not tau0 > 0:
+        raise ValueError(f"tau0 (the std of the hidden weights) must be > 0, got {tau0!r}.")
+    gamma, _ = activation_pair(activation, beta)
+
+    def init(key):
+        return {"u": tau0 * jax.random.normal(key, (width, d)), "v": jnp.zeros((width,))}
+
+    def apply(params, x):
+        return gamma(x @ params["u"].T) @ params["v"] / params["v"].shape[0]
+
+    return Model(init, apply)
+
+
+def hidden_features(u, x, activation: str = "relu", beta: float = 1.0):
+    """The hidden features ``gamma(x u^T)``, shape ``(N, M)`` (003's ``Gamma(u)^T``)."""
+    gamma, _ = activation_pair(activation, beta)
+    return gamma(x @ u.T)
+
+
+def mean_field_ntk(params, x, x2=None, *, activation: str = "relu", beta: float = 1.0):
+    r"""The empirical NTK ``J(x) J(x2)^T`` of :func:`mean_field_net`, in factorised form (module
+    docstring): ``(G G2^T + (D diag(v^2) D2^T) * (x x2^T)) / M^2``, shape ``(N, N2)``.
+    Equal to ``itlin_core.empirical_ntk(net.apply, params, x, x2)`` (tested) at ``O(N N2 M)``
+    cost; no Jacobian is formed."""
+    gamma, dgamma = activation_pair(activation, beta)
+    x2 = x if x2 is None else x2
+    u, v = params["u"], params["v"]
+    m = v.shape[0]
+    pre1, pre2 = x @ u.T, x2 @ u.T
+    feat = gamma(pre1) @ gamma(pre2).T
+    grad = ((dgamma(pre1) * v ** 2) @ dgamma(pre2).T) * (x @ x2.T)
+    return (feat + grad) / m ** 2
+
+
+def make_gn_step(net: Model, x, y, *, alpha: float = 1.0, floor: float = 1e-7, fast: bool = True,
+                 activation: str = "relu", beta: float = 1.0) -> Callable:
+    r"""Paper 003's damped GN update with its step size ``lr`` (eq. (4), ``H = I``, loss
+    ``1/(2N) sum (f - y)^2``, damping eq. (5) ``eps = max(floor, alpha * sigma_min(J J^T))``).
+
+    Returns ``step(params, lr) -> params``, which is
+    ``itlin_core.gn_step(net.apply, params, x, y, lr=lr / N, damping=...)`` (the ``1 / N``
+    converts to the book's sum-loss convention, module docstring). With ``fast=True`` the kernel
+    is :func:`mean_field_ntk`; with ``fast=False`` the generic implicit empirical NTK. Both give
+    the same step (tested); the benchmark ``python -m itlin_core.bench --mean-field`` times them.
+    ``activation``/``beta`` must be those of ``net`` (used by the fast kernel).
+    """
+    n = x.shape[0]
+    damping = damping_min_eigenvalue(alpha, floor)
+    ntk_fn = (lambda p, xx: mean_field_ntk(p, xx, activation=activation, beta=beta)) if fast else None
+
+    def step(params, lr):
+        return gn_step(net.apply, params, x, y, lr=lr / n, damping=damping, ntk_fn=ntk_fn)
+
+    return step
+
+
+def make_gd_step(net: Model, x, y) -> Callable:
+    """Gradient descent on ``1/(2N) sum (f - y)^2`` with step size ``lr``: ``step(params, lr)``."""
+    grad = jax.grad(lambda p: 0.5 * jnp.mean((net.apply(p, x) - y) ** 2))
+
+    def step(params, lr):
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grad(params))
+
+    return step
+
+
+__all__ = ["ACTIVATIONS", "activation_pair", "mean_field_net", "hidden_features", "mean_field_ntk",
+           "make_gn_step", "make_gd_step"]

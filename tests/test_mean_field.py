@@ -1,0 +1,175 @@
+"""Paper 003's mean-field network, its fast NTK and GN step, WCD and the eq. (8) re-fit,
+each against an independent computation (generic implicit NTK, explicit Jacobian with a dense
+primal solve, numpy loops, numpy lstsq)."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import itlin_core as ic
+from itlin_core import experiments as ex
+from itlin_core import mean_field as mf
+
+ACTS = [("relu", 1.0), ("silu", 1.0), ("silu", 50.0)]
+
+
+def _net_and_params(act, beta, d=4, width=7, seed=0):
+    net = mf.mean_field_net(d, width, tau0=0.7, activation=act, beta=beta)
+    p = net.init(jax.random.PRNGKey(seed))
+    p = {"u": p["u"], "v": jax.random.normal(jax.random.PRNGKey(seed + 1), (width,))}
+    return net, p
+
+
+@pytest.mark.parametrize("act,beta", ACTS)
+def test_factorised_ntk_equals_generic_ntk(act, beta):
+    net, p = _net_and_params(act, beta)
+    x = jax.random.normal(jax.random.PRNGKey(3), (6, 4))
+    x2 = jax.random.normal(jax.random.PRNGKey(4), (5, 4))
+    np.testing.assert_allclose(mf.mean_field_ntk(p, x, activation=act, beta=beta),
+                               ic.empirical_ntk(net.apply, p, x), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(mf.mean_field_ntk(p, x, x2, activation=act, beta=beta),
+                               ic.empirical_ntk(net.apply, p, x, x2), rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("act,beta", ACTS)
+@pytest.mark.parametrize("lr", [0.3, 5.0])
+def test_gn_step_fast_generic_and_dense_primal_agree(act, beta, lr):
+    """Paper 003's update w - lr (J^T J + eps I)^-1 J^T grad_f L, with grad_f L = (f - y)/N and
+    eps = max(1e-7, sigma_min(J J^T)), computed here in the primal (P x P) form from the
+    explicit Jacobian; the fast and generic kernel-form steps must both equal it."""
+    d, width, n = 3, 5, 4                     # P = 20 > N = 4: over-parameterised
+    net, p = _net_and_params(act, beta, d, width)
+    x = jax.random.normal(jax.random.PRNGKey(5), (n, d))
+    y = jax.random.normal(jax.random.PRNGKey(6), (n,))
+    fast = mf.make_gn_step(net, x, y, activation=act, beta=beta, fast=True)(p, lr)
+    generic = mf.make_gn_step(net, x, y, activation=act, beta=beta, fast=False)(p, lr)
+
+    flat, unravel = jax.flatten_util.ravel_pytree(p)
+    jac = np.asarray(ic.flat_jacobian(net.apply, p, x))
+    eps = max(1e-7, np.linalg.eigvalsh(jac @ jac.T)[0])
+    grad_f = (np.asarray(net.apply(p, x)) - np.asarray(y)) / n
+    step = np.linalg.solve(jac.T @ jac + eps * np.eye(flat.size), jac.T @ grad_f)
+    dense = unravel(jnp.asarray(np.asarray(flat) - lr * step))
+    for got in (fast, generic):
+        for k in ("u", "v"):
+            np.testing.assert_allclose(got[k], dense[k], rtol=1e-7, atol=1e-10)
+
+
+def test_gd_step_is_gradient_of_half_mean_squared_error():
+    net, p = _net_and_params("relu", 1.0)
+    x = jax.random.normal(jax.random.PRNGKey(7), (9, 4))
+    y = jax.random.normal(jax.random.PRNGKey(8), (9,))
+    got = mf.make_gd_step(net, x, y)(p, 0.1)
+    jac = np.asarray(ic.flat_jacobian(net.apply, p, x))
+    flat, unravel = jax.flatten_util.ravel_pytree(p)
+    want = unravel(jnp.asarray(np.asarray(flat) - 0.1 * jac.T @ (np.asarray(net.apply(p, x)) - np.asarray(y)) / 9))
+    for k in ("u", "v"):
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-10, atol=1e-12)
+
+
+def _wcd_loops(u, u_star):
+    """Eq. (9) with explicit loops."""
+    norms = [float(np.dot(ui, ui)) for ui in u]
+    total = sum(norms)
+    out = 0.0
+    for ui, sq in zip(u, norms):
+        if sq == 0:
+            continue
+        best = max(float(np.dot(ui, uj) / (np.sqrt(sq) * np.linalg.norm(uj))) for uj in u_star)
+        out += 2 * sq / total * (1 - best)
+    return out
+
+
+def test_weighted_cosine_distance_by_hand_three_units():
+    u = np.array([[1.0, 0.0], [0.0, 2.0], [-1.0, 1.0]])
+    u_star = np.array([[1.0, 0.0], [1.0, 1.0]])
+    # by hand: norms^2 1, 4, 2 (total 7); best cosines 1, 1/sqrt2, 0
+    by_hand = 2 * (1 / 7 * 0 + 4 / 7 * (1 - 1 / np.sqrt(2)) + 2 / 7 * 1)
+    assert float(ic.weighted_cosine_distance(u, u_star)) == pytest.approx(by_hand, rel=1e-12)
+    rng = np.random.default_rng(0)
+    u, u_star = rng.normal(size=(30, 5)), rng.normal(size=(4, 5))
+    u[3] = 0.0                                      # a dead unit counts for nothing
+    assert float(ic.weighted_cosine_distance(u, u_star)) == pytest.approx(_wcd_loops(u, u_star), rel=1e-12)
+
+
+def test_weighted_cosine_distance_properties():
+    rng = np.random.default_rng(1)
+    u_star = rng.normal(size=(3, 6))
+    aligned = np.concatenate([2.5 * u_star, 0.1 * u_star[:1]])
+    assert float(ic.weighted_cosine_distance(aligned, u_star)) == pytest.approx(0.0, abs=1e-12)
+    u = rng.normal(size=(10, 6))
+    # scaling all units by one positive factor changes nothing; tiny extra units barely matter
+    assert float(ic.weighted_cosine_distance(7 * u, u_star)) == pytest.approx(
+        float(ic.weighted_cosine_distance(u, u_star)), rel=1e-12)
+    with_tiny = np.concatenate([u, 1e-6 * rng.normal(size=(5, 6))])
+    assert float(ic.weighted_cosine_distance(with_tiny, u_star)) == pytest.approx(
+        float(ic.weighted_cosine_distance(u, u_star)), rel=1e-9)
+    with pytest.raises(ValueError, match="same d"):
+        ic.weighted_cosine_distance(u, u_star[:, :3])
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-6])
+def test_min_norm_readout_is_numpy_min_norm_least_squares(scale):
+    rng = np.random.default_rng(2)
+    phi = scale * rng.normal(size=(8, 20))
+    y = rng.normal(size=8)
+    v = np.asarray(ic.min_norm_readout(phi, y))
+    np.testing.assert_allclose(v, np.linalg.lstsq(phi, y, rcond=None)[0], rtol=1e-8)
+    np.testing.assert_allclose(phi @ v, y, rtol=1e-8, atol=1e-10)       # interpolates (M > N)
+
+
+def test_teacher_student_targets_are_the_teacher():
+    data = ic.data.teacher_student(jax.random.PRNGKey(0), 12, 7, d=10, m_star=5)
+    assert data["x_train"].shape == (12, 10) and data["y_train"].shape == (12,)
+    assert data["u_star"].shape == (5, 10) and data["x_test"].shape == (7, 10)
+    x, u, v = (np.asarray(data[k]) for k in ("x_train", "u_star", "v_star"))
+    want = np.array([sum(v[j] * max(0.0, u[j] @ xi) for j in range(5)) / 5 for xi in x])
+    np.testing.assert_allclose(data["y_train"], want, rtol=1e-12)
+
+
+SMALL = dataclasses.replace(ex.teacher_student_config("smoke"), n_train=12, width=40, n_test=50,
+                            gn_iterations=60, gd_iterations=60, n_evals=5)
+
+
+def test_run_stops_below_threshold_and_flags_divergence():
+    cfg = dataclasses.replace(SMALL, stop_loss=1e-4)
+    r = ex.run_teacher_student(cfg, "gn", [1.0, 1.0], [1.0, 12.0], progress="off")
+    # a full GN step (lr = N) from tau0 = 1 interpolates almost at once and stops early
+    assert r["stopped_at"][1] < cfg.gn_iterations and r["final_train_loss"][1] < 1e-4
+    assert r["iters"][0] == 0 and np.all(np.diff(r["iters"]) > 0)
+    assert r["train_loss"].shape == (r["iters"].size, 2)
+    g = ex.run_teacher_student(cfg, "gd", [1.0, 1.0], [1.0, 1e12], progress="off")
+    assert list(g["diverged"]) == [False, True]
+    assert np.isnan(g["final_test_loss"][1]) and np.isfinite(g["final_test_loss"][0])
+
+
+def test_rf_baseline_is_lrfit_at_initialisation():
+    data = ex.teacher_student_problem(SMALL)
+    rf = ex.random_features_baseline(SMALL, [0.5], data=data)
+    r = ex.run_teacher_student(SMALL, "gd", [0.5], [1.0], data=data, progress="off")
+    assert rf["test_loss"][0] == pytest.approx(r["lrfit"][0, 0], rel=1e-12)
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError, match="method"):
+        ex.run_teacher_student(SMALL, "adam", [1.0], [1.0])
+    with pytest.raises(ValueError, match="equal length"):
+        ex.run_teacher_student(SMALL, "gn", [1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="> 0"):
+        ex.run_teacher_student(SMALL, "gn", [1.0], [-1.0])
+    with pytest.raises(ValueError, match="activation"):
+        mf.mean_field_net(3, 4, activation="tanh")
+    with pytest.raises(ValueError, match="tau0"):
+        mf.mean_field_net(3, 4, tau0=0.0)
+
+
+def test_x64_is_required():
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(ValueError, match="64-bit"):
+            ex.teacher_student_problem(SMALL)
+    finally:
+        jax.config.update("jax_enable_x64", True)
