@@ -21,6 +21,8 @@ from .linearise import empirical_ntk, flat_jacobian, kernel_matrix, linearise, t
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
 from .mean_field import make_gd_step, make_gn_step, mean_field_net, mean_field_ntk
 from .metrics import feature_alignment, kernel_distance, min_norm_readout, weighted_cosine_distance
+from .metrics import linear_probe
+from .models import FeatureModel, small_cnn
 from .models import Model, count_params, lenet50, mlp, resnet18
 from .datasets import augment, augmented_minibatches, channel_stats, normalise, random_crop, random_flip
 from .records import (default_checkpoint_dir, default_results_dir, load_checkpoint, load_results,
@@ -48,6 +50,8 @@ __all__ = [
     "mean_field_net", "mean_field_ntk", "make_gn_step", "make_gd_step", "weighted_cosine_distance", "min_norm_readout",
     # image data (loaders: itlin_core.data.cifar10 / mnist)
     "augment", "random_crop", "random_flip", "normalise", "channel_stats", "augmented_minibatches",
+    # real-image CPU chapter (digits): small CNN with features, linear probes
+    "FeatureModel", "small_cnn", "linear_probe",
     # run records and checkpoints
     "save_results", "load_results", "default_results_dir", "save_checkpoint", "load_checkpoint",
     "train_with_checkpoints", "default_checkpoint_dir",

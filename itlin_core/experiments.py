@@ -737,7 +737,11 @@ def digits_data(cfg: DigitsConfig) -> dict:
     """The preprocessed digits (NHWC float32, ``(N, 8, 8, 1)``) with integer labels:
     ``x_train, y_train`` (the training pool, in a fixed random order, so the first ``n`` are a
     random subset of size ``n``), ``x_test, y_test``, and the ``mean``/``std`` used."""
-    from sklearn.datasets import load_digits  # shipped with scikit-learn; imported only here
+    try:
+        from sklearn.datasets import load_digits  # the images ship inside scikit-learn
+    except ImportError:
+        raise ImportError("the digits chapter needs scikit-learn (its 8x8 digits ship inside the "
+                          "package): pip install scikit-learn") from None
 
     raw = load_digits()
     images = np.asarray(raw.images, np.float32) / 16.0
