@@ -486,7 +486,10 @@ class TeacherStudentConfig:
     when its training loss falls below ``stop_loss`` or after ``gn_iterations`` /
     ``gd_iterations`` steps; metrics are recorded at ``n_evals`` log-spaced iterations.
     ``tau0s`` and the step-size grids ``gn_lrs``/``gd_lrs`` are the sweeps of 003 Fig. 1 (every
-    step size is run at every ``tau0``); the smallest ``tau0`` is Fig. 1 right's and Fig. 2's."""
+    step size is run at every ``tau0``); the smallest ``tau0`` is Fig. 1 right's and Fig. 2's.
+    ``n_trains`` are the training-set sizes of Fig. 5, run at ``scaling_tau0s`` with the step-size
+    grids ``scaling_gn_lrs``/``scaling_gd_lrs``; ``betas`` the SiLU temperatures of Figs. 6-7
+    (run at the smallest ``tau0`` with ``gn_lrs``/``gd_lrs``)."""
 
     n_train: int
     width: int
@@ -497,6 +500,11 @@ class TeacherStudentConfig:
     gn_lrs: tuple
     gd_lrs: tuple
     n_evals: int = 30
+    n_trains: tuple = ()
+    scaling_tau0s: tuple = ()
+    scaling_gn_lrs: tuple = ()
+    scaling_gd_lrs: tuple = ()
+    betas: tuple = ()
     d: int = 10
     m_star: int = 5
     stop_loss: float = 1e-6
@@ -510,15 +518,21 @@ class TeacherStudentConfig:
 TEACHER_STUDENT = {
     "smoke": TeacherStudentConfig(n_train=40, width=200, n_test=500, gn_iterations=1500, gd_iterations=4000,
                                   tau0s=(1e-3, 10.0), gn_lrs=(1e-2, 1.0, 40.0), gd_lrs=(0.1, 10.0, 100.0),
-                                  n_evals=12),
+                                  n_evals=12, n_trains=(20, 40, 80), scaling_tau0s=(1e-3, 1.0),
+                                  scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0,), betas=(1.0, 1e6)),
     "book": TeacherStudentConfig(n_train=100, width=1000, n_test=2000, gn_iterations=3000, gd_iterations=20000,
                                  tau0s=(1e-3, 1e-1, 10.0), gn_lrs=(1e-2, 1.0, 100.0),
-                                 gd_lrs=(1.0, 10.0, 100.0, 1000.0)),
+                                 gd_lrs=(1.0, 10.0, 100.0, 1000.0),
+                                 n_trains=(25, 50, 100, 200), scaling_tau0s=(1e-3, 1.0),
+                                 scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0, 1000.0), betas=(1.0, 1e6)),
     "paper": TeacherStudentConfig(n_train=500, width=5000, n_test=10000, gn_iterations=100_000,
                                   gd_iterations=1_000_000, n_evals=60,
                                   tau0s=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0),
                                   gn_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
-                                  gd_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)),
+                                  gd_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
+                                  n_trains=(100, 200, 500, 1000, 1500), scaling_tau0s=(1e-3, 1.0),
+                                  scaling_gn_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
+                                  scaling_gd_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0), betas=(1.0, 1e6)),
 }
 
 
@@ -536,8 +550,8 @@ def _require_x64(what: str):
 
 def teacher_student_problem(cfg: TeacherStudentConfig, n_train: int | None = None,
                             activation: str | None = None, beta: float | None = None) -> dict:
-    """The data of one teacher-student problem (the same teacher and test set for every
-    ``n_train``: the training inputs are the first ``n_train`` of a fixed stream)."""
+    """The data of one teacher-student problem. The teacher and the test set are the same for
+    every ``n_train`` (they come from the same keys); the training inputs are drawn afresh."""
     _require_x64("the teacher-student experiments")
     n = cfg.n_train if n_train is None else n_train
     return _data.teacher_student(jax.random.PRNGKey(cfg.seed), n, cfg.n_test, cfg.d, cfg.m_star,
@@ -676,8 +690,65 @@ def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | N
     return {"tau0": np.asarray(tau0s, float), "test_loss": np.asarray(res)}
 
 
+def _best_final(run: dict, metric: str = "final_test_loss") -> dict:
+    """For each ``tau0`` of ``run``, the final metrics of the step size with the lowest ``metric``
+    (diverged runs excluded; NaN if every step size diverged)."""
+    out = {}
+    for t in np.unique(run["tau0"]):
+        idx = np.flatnonzero(np.isclose(run["tau0"], t))
+        vals = run[metric][idx]
+        i = idx[np.nanargmin(vals)] if np.isfinite(vals).any() else None
+        out[float(t)] = {k[6:]: (float(run[k][i]) if i is not None else float("nan"))
+                         for k in run if k.startswith("final_")}
+        out[float(t)]["lr"] = float(run["lr"][i]) if i is not None else float("nan")
+    return out
+
+
+def run_sample_size(cfg: TeacherStudentConfig, progress=None) -> dict:
+    """003 Fig. 5 at ``cfg``'s scale: for every training-set size in ``cfg.n_trains``, GN and GD
+    over ``scaling_tau0s x scaling_*_lrs`` and RF; for each method and ``tau0`` the final metrics
+    at the step size with the best final test loss (as the paper reports). Returns
+    ``{"n_trains", "tau0s", "gn", "gd"`` (arrays ``(len(tau0s), len(n_trains))`` per metric,
+    plus ``lr``) and ``"rf"`` (test loss, same shape)}``."""
+    if not cfg.n_trains:
+        raise ValueError("this preset has no n_trains (training-set sizes) to sweep.")
+    tau0s = tuple(cfg.scaling_tau0s)
+    res = {"n_trains": np.asarray(cfg.n_trains), "tau0s": np.asarray(tau0s)}
+    per = {"gn": [], "gd": []}
+    rf = []
+    for n in cfg.n_trains:
+        data = teacher_student_problem(cfg, n_train=n)
+        rf.append(random_features_baseline(cfg, tau0s, data=data)["test_loss"])
+        for method, lrs in [("gn", cfg.scaling_gn_lrs), ("gd", cfg.scaling_gd_lrs)]:
+            T, L = np.meshgrid(tau0s, lrs, indexing="ij")
+            run = run_teacher_student(cfg, method, T.ravel(), L.ravel(), data=data, progress=progress)
+            per[method].append(_best_final(run))
+    for method in ("gn", "gd"):
+        keys = per[method][0][float(tau0s[0])].keys()
+        res[method] = {k: np.array([[per[method][j][float(t)][k] for j in range(len(cfg.n_trains))] for t in tau0s])
+                       for k in keys}
+    res["rf"] = np.asarray(rf).T
+    return res
+
+
+def run_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
+    """003 Figs. 6-7 at ``cfg``'s scale: with a SiLU teacher and student of each temperature in
+    ``cfg.betas``, GN over ``gn_lrs`` and GD over ``gd_lrs`` at the smallest ``tau0``, and RF.
+    Returns ``{beta: {"gn": run, "gd": run, "rf": rf_test_loss}}``."""
+    tau = min(cfg.tau0s)
+    out = {}
+    for beta in cfg.betas:
+        data = teacher_student_problem(cfg, activation="silu", beta=beta)
+        entry = {"rf": float(random_features_baseline(cfg, [tau], data=data, activation="silu", beta=beta)["test_loss"][0])}
+        for method, lrs in [("gn", cfg.gn_lrs), ("gd", cfg.gd_lrs)]:
+            entry[method] = run_teacher_student(cfg, method, [tau] * len(lrs), lrs, data=data, activation="silu",
+                                                beta=beta, progress=progress)
+        out[float(beta)] = entry
+    return out
+
+
 __all__ += ["TeacherStudentConfig", "teacher_student_config", "teacher_student_problem", "teacher_student_metrics",
-            "eval_schedule", "run_teacher_student", "random_features_baseline"]
+            "eval_schedule", "run_teacher_student", "random_features_baseline", "run_sample_size", "run_silu"]
 
 
 # ----------------------------------------------------------------------------------------------

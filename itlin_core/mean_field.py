@@ -104,7 +104,7 @@ def mean_field_ntk(params, x, x2=None, *, activation: str = "relu", beta: float 
 
 
 def make_gn_step(net: Model, x, y, *, alpha: float = 1.0, floor: float = 1e-7, fast: bool = True,
-                 activation: str = "relu", beta: float = 1.0) -> Callable:
+                 activation: str = "relu", beta: float = 1.0, ntk_batch_size: int | None = None) -> Callable:
     r"""Paper 003's damped GN update with its step size ``lr`` (eq. (4), ``H = I``, loss
     ``1/(2N) sum (f - y)^2``, damping eq. (5) ``eps = max(floor, alpha * sigma_min(J J^T))``).
 
@@ -114,13 +114,17 @@ def make_gn_step(net: Model, x, y, *, alpha: float = 1.0, floor: float = 1e-7, f
     is :func:`mean_field_ntk`; with ``fast=False`` the generic implicit empirical NTK. Both give
     the same step (tested); the benchmark ``python -m itlin_core.bench --mean-field`` times them.
     ``activation``/``beta`` must be those of ``net`` (used by the fast kernel).
+    ``ntk_batch_size`` bounds the memory of the generic kernel (see
+    :func:`itlin_core.empirical_ntk`); at 003's size (N = 500, M = 5000) the unbatched generic
+    kernel needs more than 16 GB.
     """
     n = x.shape[0]
     damping = damping_min_eigenvalue(alpha, floor)
     ntk_fn = (lambda p, xx: mean_field_ntk(p, xx, activation=activation, beta=beta)) if fast else None
 
     def step(params, lr):
-        return gn_step(net.apply, params, x, y, lr=lr / n, damping=damping, ntk_fn=ntk_fn)
+        return gn_step(net.apply, params, x, y, lr=lr / n, damping=damping, ntk_fn=ntk_fn,
+                       ntk_batch_size=ntk_batch_size)
 
     return step
 
