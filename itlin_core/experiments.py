@@ -489,7 +489,7 @@ class TeacherStudentConfig:
     step size is run at every ``tau0``); the smallest ``tau0`` is Fig. 1 right's and Fig. 2's.
     ``n_trains`` are the training-set sizes of Fig. 5, run at ``scaling_tau0s`` with the step-size
     grids ``scaling_gn_lrs``/``scaling_gd_lrs``; ``betas`` the SiLU temperatures of Figs. 6-7
-    (run at the smallest ``tau0`` with ``gn_lrs``/``gd_lrs``)."""
+    (run at the smallest ``tau0`` with ``gn_lrs`` and ``silu_gd_lrs``, or ``gd_lrs`` if empty)."""
 
     n_train: int
     width: int
@@ -505,6 +505,7 @@ class TeacherStudentConfig:
     scaling_gn_lrs: tuple = ()
     scaling_gd_lrs: tuple = ()
     betas: tuple = ()
+    silu_gd_lrs: tuple = ()
     d: int = 10
     m_star: int = 5
     stop_loss: float = 1e-6
@@ -519,12 +520,14 @@ TEACHER_STUDENT = {
     "smoke": TeacherStudentConfig(n_train=40, width=200, n_test=500, gn_iterations=1500, gd_iterations=4000,
                                   tau0s=(1e-3, 10.0), gn_lrs=(1e-2, 1.0, 40.0), gd_lrs=(0.1, 10.0, 100.0),
                                   n_evals=12, n_trains=(20, 40, 80), scaling_tau0s=(1e-3, 1.0),
-                                  scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0,), betas=(1.0, 1e6)),
+                                  scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0,), betas=(1.0, 1e6),
+                                  silu_gd_lrs=(10.0, 100.0)),
     "book": TeacherStudentConfig(n_train=100, width=1000, n_test=2000, gn_iterations=3000, gd_iterations=20000,
                                  tau0s=(1e-3, 1e-1, 10.0), gn_lrs=(1e-2, 1.0, 100.0),
                                  gd_lrs=(1.0, 10.0, 100.0, 1000.0),
                                  n_trains=(25, 50, 100, 200), scaling_tau0s=(1e-3, 1.0),
-                                 scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0, 1000.0), betas=(1.0, 1e6)),
+                                 scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0, 1000.0), betas=(1.0, 1e6),
+                                 silu_gd_lrs=(10.0, 100.0, 1000.0)),
     "paper": TeacherStudentConfig(n_train=500, width=5000, n_test=10000, gn_iterations=100_000,
                                   gd_iterations=1_000_000, n_evals=60,
                                   tau0s=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0),
@@ -733,14 +736,15 @@ def run_sample_size(cfg: TeacherStudentConfig, progress=None) -> dict:
 
 def run_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
     """003 Figs. 6-7 at ``cfg``'s scale: with a SiLU teacher and student of each temperature in
-    ``cfg.betas``, GN over ``gn_lrs`` and GD over ``gd_lrs`` at the smallest ``tau0``, and RF.
+    ``cfg.betas``, GN over ``gn_lrs`` and GD over ``silu_gd_lrs`` (``gd_lrs`` if empty) at the
+    smallest ``tau0``, and RF.
     Returns ``{beta: {"gn": run, "gd": run, "rf": rf_test_loss}}``."""
     tau = min(cfg.tau0s)
     out = {}
     for beta in cfg.betas:
         data = teacher_student_problem(cfg, activation="silu", beta=beta)
         entry = {"rf": float(random_features_baseline(cfg, [tau], data=data, activation="silu", beta=beta)["test_loss"][0])}
-        for method, lrs in [("gn", cfg.gn_lrs), ("gd", cfg.gd_lrs)]:
+        for method, lrs in [("gn", cfg.gn_lrs), ("gd", cfg.silu_gd_lrs or cfg.gd_lrs)]:
             entry[method] = run_teacher_student(cfg, method, [tau] * len(lrs), lrs, data=data, activation="silu",
                                                 beta=beta, progress=progress)
         out[float(beta)] = entry
