@@ -20,7 +20,8 @@ from .iterative import (ILState, TrainingDiverged, full_batch, init_il_state, li
 from .linearise import empirical_ntk, flat_jacobian, kernel_matrix, linearise, tree_sub, tree_vdot
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
 from .mean_field import make_gd_step, make_gn_step, mean_field_net, mean_field_ntk
-from .metrics import feature_alignment, kernel_distance, min_norm_readout, weighted_cosine_distance
+from .metrics import (feature_alignment, kernel_distance, min_norm_readout, refit_test_loss,
+                      weighted_cosine_distance)
 from .metrics import linear_probe
 from .models import FeatureModel, small_cnn
 from .models import Model, count_params, lenet50, mlp, resnet18
@@ -48,6 +49,7 @@ __all__ = [
     "Model", "mlp", "lenet50", "resnet18", "count_params",
     # mean-field one-hidden-layer networks (paper 003)
     "mean_field_net", "mean_field_ntk", "make_gn_step", "make_gd_step", "weighted_cosine_distance", "min_norm_readout",
+    "refit_test_loss",
     # image data (loaders: itlin_core.data.cifar10 / mnist)
     "augment", "random_crop", "random_flip", "normalise", "channel_stats", "augmented_minibatches",
     # real-image CPU chapter (digits): small CNN with features, linear probes

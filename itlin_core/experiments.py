@@ -30,7 +30,7 @@ from .linearise import empirical_ntk, linearise
 from .losses import rmse, squared_error
 from .iterative import _progress_bar
 from .mean_field import hidden_features, make_gd_step, make_gn_step, mean_field_net, mean_field_ntk
-from .metrics import feature_alignment, kernel_distance, min_norm_readout, weighted_cosine_distance
+from .metrics import feature_alignment, kernel_distance, refit_test_loss, weighted_cosine_distance
 from .models import Model, centred, mlp
 
 PRESETS = ("smoke", "book", "colab", "paper")
@@ -571,10 +571,9 @@ def teacher_student_metrics(params, data: dict, activation: str = "relu", beta: 
     phi = hidden_features(u, data["x_train"], activation, beta) / m
     phi_t = hidden_features(u, data["x_test"], activation, beta) / m
     half_mse = lambda f, y: 0.5 * jnp.mean((f - y) ** 2)
-    v_fit = min_norm_readout(phi, data["y_train"])
     ntk = mean_field_ntk(params, data["x_train"], activation=activation, beta=beta)
     return {"train_loss": half_mse(phi @ v, data["y_train"]), "test_loss": half_mse(phi_t @ v, data["y_test"]),
-            "lrfit": half_mse(phi_t @ v_fit, data["y_test"]),
+            "lrfit": refit_test_loss(phi, data["y_train"], phi_t, data["y_test"]),
             "wcd": weighted_cosine_distance(u, data["u_star"]),
             "sigma_min": jnp.linalg.eigvalsh(0.5 * (ntk + ntk.T))[0]}
 

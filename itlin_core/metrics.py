@@ -77,7 +77,16 @@ def min_norm_readout(features, y, rcond=None):
     return features.T @ kernel_solve(features @ features.T, y, 0.0, rcond=rcond)
 
 
-__all__ = ["kernel_distance", "feature_alignment", "weighted_cosine_distance", "min_norm_readout"]
+def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
+    r"""Test-LRfit of paper 003 §5.2: freeze the features, re-fit the last layer by the
+    minimum-norm least squares of eq. (8) (:func:`min_norm_readout`) on the training set, and
+    return the test loss ``1/(2 N_test) sum (Phi_test v - y_test)^2`` (003's mean loss)."""
+    v = min_norm_readout(features_train, y_train, rcond)
+    return 0.5 * jnp.mean((jnp.asarray(features_test) @ v - jnp.asarray(y_test)) ** 2)
+
+
+__all__ = ["kernel_distance", "feature_alignment", "weighted_cosine_distance", "min_norm_readout",
+           "refit_test_loss"]
 
 
 def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float = 1e-3,

@@ -173,3 +173,12 @@ def test_x64_is_required():
             ex.teacher_student_problem(SMALL)
     finally:
         jax.config.update("jax_enable_x64", True)
+
+
+def test_refit_test_loss_is_numpy_refit():
+    rng = np.random.default_rng(3)
+    phi, phi_t = rng.normal(size=(6, 15)), rng.normal(size=(9, 15))
+    y, y_t = rng.normal(size=6), rng.normal(size=9)
+    v = np.linalg.pinv(phi) @ y                      # min-norm least squares
+    want = 0.5 * np.mean((phi_t @ v - y_t) ** 2)
+    assert float(ic.refit_test_loss(phi, y, phi_t, y_t)) == pytest.approx(want, rel=1e-9)
