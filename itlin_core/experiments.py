@@ -489,7 +489,8 @@ class TeacherStudentConfig:
     step size is run at every ``tau0``); the smallest ``tau0`` is Fig. 1 right's and Fig. 2's.
     ``n_trains`` are the training-set sizes of Fig. 5, run at ``scaling_tau0s`` with the step-size
     grids ``scaling_gn_lrs``/``scaling_gd_lrs``; ``betas`` the SiLU temperatures of Figs. 6-7
-    (run at the smallest ``tau0`` with ``gn_lrs`` and ``silu_gd_lrs``, or ``gd_lrs`` if empty)."""
+    (run at the smallest ``tau0`` with ``gn_lrs`` and ``silu_gd_lrs``, or ``gd_lrs`` if empty);
+    ``compare_tau0`` the initial scale of Fig. 7's ReLU-against-SiLU(beta = 1) comparison."""
 
     n_train: int
     width: int
@@ -506,6 +507,7 @@ class TeacherStudentConfig:
     scaling_gd_lrs: tuple = ()
     betas: tuple = ()
     silu_gd_lrs: tuple = ()
+    compare_tau0: float = 1.0
     d: int = 10
     m_star: int = 5
     stop_loss: float = 1e-6
@@ -527,7 +529,7 @@ TEACHER_STUDENT = {
                                  gd_lrs=(1.0, 10.0, 100.0, 1000.0),
                                  n_trains=(25, 50, 100, 200), scaling_tau0s=(1e-3, 1.0),
                                  scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0, 1000.0), betas=(1.0, 1e6),
-                                 silu_gd_lrs=(10.0, 100.0, 1000.0)),
+                                 silu_gd_lrs=(100.0, 1000.0)),
     "paper": TeacherStudentConfig(n_train=500, width=5000, n_test=10000, gn_iterations=100_000,
                                   gd_iterations=1_000_000, n_evals=60,
                                   tau0s=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0),
@@ -750,8 +752,26 @@ def run_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
     return out
 
 
+def run_relu_vs_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
+    """003 Fig. 7 at ``cfg``'s scale: the step-size sweeps (GN over ``gn_lrs``, GD over
+    ``silu_gd_lrs`` or ``gd_lrs``) at ``tau0 = cfg.compare_tau0``, once with ReLU and once with
+    SiLU at ``beta = 1`` (teacher and student alike). Returns ``{"relu": entry, "silu": entry}``
+    with entries as in :func:`run_silu`."""
+    out = {}
+    for name, act in [("relu", "relu"), ("silu", "silu")]:
+        data = teacher_student_problem(cfg, activation=act, beta=1.0)
+        entry = {"rf": float(random_features_baseline(cfg, [cfg.compare_tau0], data=data, activation=act,
+                                                      beta=1.0)["test_loss"][0])}
+        for method, lrs in [("gn", cfg.gn_lrs), ("gd", cfg.silu_gd_lrs or cfg.gd_lrs)]:
+            entry[method] = run_teacher_student(cfg, method, [cfg.compare_tau0] * len(lrs), lrs, data=data,
+                                                activation=act, beta=1.0, progress=progress)
+        out[name] = entry
+    return out
+
+
 __all__ += ["TeacherStudentConfig", "teacher_student_config", "teacher_student_problem", "teacher_student_metrics",
-            "eval_schedule", "run_teacher_student", "random_features_baseline", "run_sample_size", "run_silu"]
+            "eval_schedule", "run_teacher_student", "random_features_baseline", "run_sample_size", "run_silu",
+            "run_relu_vs_silu"]
 
 
 # ----------------------------------------------------------------------------------------------
