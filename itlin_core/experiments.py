@@ -685,12 +685,10 @@ def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | N
     act = activation or cfg.activation
     beta = cfg.beta if beta is None else beta
     data = teacher_student_problem(cfg, activation=act, beta=beta) if data is None else data
-    z = mean_field_net(cfg.d, cfg.width, 1.0, act, beta).init(jax.random.PRNGKey(cfg.seed + 1))
-    res = []
-    for t in np.asarray(tau0s, float):
-        params = {"u": t * z["u"], "v": z["v"]}
-        m = teacher_student_metrics(params, data, act, beta)
-        res.append(float(m["lrfit"]))
+    u = mean_field_net(cfg.d, cfg.width, 1.0, act, beta).init(jax.random.PRNGKey(cfg.seed + 1))["u"]
+    feats = lambda t, x: hidden_features(t * u, x, act, beta) / cfg.width
+    res = [float(refit_test_loss(feats(t, data["x_train"]), data["y_train"], feats(t, data["x_test"]), data["y_test"]))
+           for t in np.asarray(tau0s, float)]
     return {"tau0": np.asarray(tau0s, float), "test_loss": np.asarray(res)}
 
 
