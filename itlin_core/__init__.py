@@ -24,12 +24,12 @@ from .metrics import (feature_alignment, kernel_distance, min_norm_readout, refi
                       weighted_cosine_distance)
 from .metrics import linear_probe
 from .models import FeatureModel, small_cnn
-from .models import Model, count_params, lenet50, mlp, resnet18
+from .models import Model, count_params, lenet50, lenet50_features, mlp, resnet18
 from .datasets import augment, augmented_minibatches, channel_stats, normalise, random_crop, random_flip
 from .records import (default_checkpoint_dir, default_results_dir, load_checkpoint, load_results,
                       save_checkpoint, save_results, train_with_checkpoints)
 
-from . import data, datasets, exercises, experiments, mean_field  # noqa: E402  (submodules: ic.data.single_index, ...)
+from . import data, datasets, exercises, experiments, image_runs, mean_field  # noqa: E402  (submodules: ic.data.single_index, ...)
 
 __version__ = "0.1.0"
 
@@ -46,7 +46,7 @@ __all__ = [
     # losses and metrics
     "squared_error", "softmax_cross_entropy", "accuracy", "rmse", "kernel_distance", "feature_alignment",
     # models
-    "Model", "mlp", "lenet50", "resnet18", "count_params",
+    "Model", "mlp", "lenet50", "lenet50_features", "resnet18", "count_params",
     # mean-field one-hidden-layer networks (paper 003)
     "mean_field_net", "mean_field_ntk", "make_gn_step", "make_gd_step", "weighted_cosine_distance", "min_norm_readout",
     "refit_test_loss",

@@ -178,16 +178,32 @@ def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.G
                        Ks, *, damping=0.0) -> tuple[Callable, jax.Array]:
     """A step that advances one IL run per K value at once (one compiled program).
 
+    ``damping`` is one proximal weight for all runs, or a sequence with one per K (run ``i``
+    uses ``Ks[i]`` and ``damping[i]``; 000 Fig. 9 bottom sweeps lambda at a fixed K this way).
+
     Returns ``(step, periods)``: ``step(states, batch)`` expects ``states`` stacked along a
     leading axis of length ``len(Ks)`` (see :func:`replicate`) and the same batch for all runs.
+
+    Raises:
+      ValueError: a bad K or damping, or a damping sequence whose length is not ``len(Ks)``.
     """
     periods = period_as_int(list(Ks))
+    if isinstance(damping, (list, tuple)) or np.ndim(damping) == 1:
+        lams = [check_damping(float(lam)) for lam in damping]
+        if len(lams) != len(periods):
+            raise ValueError(f"damping has {len(lams)} values but there are {len(periods)} values of K; "
+                             "give one damping per K, or a single number for all runs.")
+        lams = jnp.asarray(lams, jnp.float32)
+    else:
+        lams = None
+        check_damping(damping)
 
-    def one(state, batch, period):
-        return make_il_step(apply_fn, loss_fn, optimizer, period, damping=damping)(state, batch)
+    def one(state, batch, period, lam):
+        lam = damping if lam is None else lam
+        return make_il_step(apply_fn, loss_fn, optimizer, period, damping=lam)(state, batch)
 
-    vstep = jax.vmap(one, in_axes=(0, None, 0))
-    return (lambda states, batch: vstep(states, batch, periods)), periods
+    vstep = jax.vmap(one, in_axes=(0, None, 0, None if lams is None else 0))
+    return (lambda states, batch: vstep(states, batch, periods, lams)), periods
 
 
 def replicate(tree: PyTree, n: int) -> PyTree:

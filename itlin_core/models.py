@@ -133,6 +133,18 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
     return Model(init, apply)
 
 
+def lenet50_features(params, x, layer: int):
+    """The hidden representation of a :func:`lenet50` network that a linear probe reads (paper
+    000 Fig. 5): block ``layer`` (1: first convolution, ReLU and pooling, 14x14x50 on CIFAR10;
+    2: the second, 5x5x50), flattened to ``(N, D)``. The same operations as ``apply``."""
+    if layer not in (1, 2):
+        raise ValueError(f"layer must be 1 or 2 (LeNet-50's two convolutional blocks), got {layer!r}.")
+    y = _max_pool(jax.nn.relu(_conv(x, params["conv1"]["w"], params["conv1"]["b"])))
+    if layer == 2:
+        y = _max_pool(jax.nn.relu(_conv(y, params["conv2"]["w"], params["conv2"]["b"])))
+    return y.reshape(y.shape[0], -1)
+
+
 def _conv_padded(x, w, stride):
     """Convolution with ``k // 2`` zeros on every side (PyTorch's ``padding=k//2``; JAX's
     "SAME" pads asymmetrically when the stride is 2)."""
@@ -284,7 +296,7 @@ def centred(apply_fn: Callable, params0, scale: float = 1.0) -> Callable:
         return scale * (apply_fn(params, x) - apply_fn(params0, x))
 
     return apply
-__all__ = ["Model", "mlp", "lenet50", "resnet18", "count_params", "centred"]
+__all__ = ["Model", "mlp", "lenet50", "lenet50_features", "resnet18", "count_params", "centred"]
 
 
 # ----------------------------------------------------------------------------------------------
