@@ -199,6 +199,12 @@ def build_model(cfg: ImageRunConfig, input_shape):
                     width=cfg.width or 64)
 
 
+def init_params(cfg: ImageRunConfig, model):
+    """The initial parameters of ``cfg``'s runs, in float32 (the images' precision, also when
+    x64 is enabled elsewhere): ``model.init(PRNGKey(cfg.seed))``."""
+    return jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), model.init(jax.random.PRNGKey(cfg.seed)))
+
+
 def _optimizer(cfg: ImageRunConfig):
     return optax.sgd(cfg.lr) if cfg.optimizer == "sgd" else optax.adam(cfg.lr)
 
@@ -261,14 +267,14 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
     exists (``stop_at`` stops early, to fit a session); see :func:`itlin_core.train_with_checkpoints`.
 
     Returns the :func:`itlin_core.train` history (per-step ``loss`` of shape ``(steps, runs)``,
-    evaluations of shape ``(evals, runs, ...)``) plus ``config``, ``n_params``, ``n_train``,
-    ``n_eval`` and ``stand_in``.
+    evaluations of shape ``(evals, runs, ...)``) plus ``config``, the final ``state`` (stacked
+    over runs), ``params0``, ``apply_fn``, ``n_params``, ``n_train``, ``n_eval`` and ``stand_in``.
     """
     runs = cfg.runs
     x_tr, y_tr = _subset(cfg, data)
     shape = x_tr.shape[1:]
     model = build_model(cfg, shape)
-    params0 = model.init(jax.random.PRNGKey(cfg.seed))
+    params0 = init_params(cfg, model)
     opt = _optimizer(cfg)
     lams = [lam for _, lam in runs]
     # one damping for all runs stays a Python number (the undamped step then skips the term)
@@ -298,13 +304,13 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
     kwargs = dict(eval_fn=eval_fn, eval_every=cfg.eval_every, progress=progress, desc=desc,
                   on_nonfinite="ignore")
     if checkpoint_path is None:
-        _, hist = train(step, states, batches, cfg.steps, **kwargs)
+        states, hist = train(step, states, batches, cfg.steps, **kwargs)
     else:
         every = checkpoint_every or 10 * cfg.eval_every
-        _, hist = train_with_checkpoints(step, states, batches, cfg.steps, checkpoint_path=checkpoint_path,
+        states, hist = train_with_checkpoints(step, states, batches, cfg.steps, checkpoint_path=checkpoint_path,
                                          checkpoint_every=every, key=key, stop_at=stop_at,
                                          meta={"config": _config_dict(cfg)}, **kwargs)
-    hist.update(config=cfg, n_params=sum(int(a.size) for a in jax.tree_util.tree_leaves(params0)),
+    hist.update(config=cfg, state=states, params0=params0, apply_fn=model.apply, n_params=sum(int(a.size) for a in jax.tree_util.tree_leaves(params0)),
                 n_train=len(y_tr), n_eval=n_eval, stand_in=bool(data.get("stand_in", False)))
     return hist
 
@@ -577,6 +583,6 @@ def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = 
     return out
 
 
-__all__ = ["ImageRunConfig", "image_data", "build_model", "make_image_eval", "run_images", "summarise",
+__all__ = ["ImageRunConfig", "image_data", "build_model", "init_params", "make_image_eval", "run_images", "summarise",
            "feature_updates", "best_accuracy", "IMAGE_CHAPTERS", "image_runs", "scale_table", "run_chapter",
            "DATASETS", "MODELS", "OPTIMIZERS"]

@@ -1,0 +1,309 @@
+"""The CIFAR10/MNIST pipeline of the GPU chapters (itlin_core.image_runs), at smoke scale on
+in-format stand-in data: data through the real loaders, models, training, network and proxy
+evaluation against independent computations, one vmapped group against separate runs,
+damping per run, divergence of one run, checkpoint-resume bit for bit, the results record."""
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import itlin_core as ic
+from itlin_core import image_runs as ir
+
+TINY = dict(n_eval=64, eval_batch=32, batch_size=16, width=4, probe_train=48)
+
+
+def cfg(**kw):
+    base = dict(dataset="cifar10", model="lenet50", steps=12, eval_every=4, Ks=(1, 4, None), lr=0.02, **TINY)
+    base.update(kw)
+    return ir.ImageRunConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def cifar():
+    return ir.image_data("cifar10", "smoke", stand_in_sizes=(192, 96))
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    return ir.image_data("mnist", "smoke", stand_in_sizes=(192, 96))
+
+
+@pytest.fixture(scope="module")
+def group(cifar):
+    return ir.run_images(cfg(), cifar, progress="off")
+
+
+def test_stand_in_data_go_through_the_real_loaders(cifar, mnist):
+    assert cifar["stand_in"] and mnist["stand_in"]
+    assert cifar["x_train"].shape == (192, 32, 32, 3) and cifar["x_train"].dtype == np.uint8
+    assert mnist["x_test"].shape == (96, 28, 28, 1) and mnist["y_train"].shape == (192,)
+    mean, std = ic.channel_stats(cifar["x_train"])
+    np.testing.assert_allclose(cifar["mean"], mean)
+    np.testing.assert_allclose(cifar["std"], std)
+
+
+def test_stand_in_env_switch(monkeypatch, tmp_path):
+    monkeypatch.setenv("ITLIN_STAND_IN", "1")
+    assert ir.image_data("mnist", "colab", stand_in_sizes=(40, 20))["stand_in"]
+    monkeypatch.setenv("ITLIN_STAND_IN", "0")
+    with pytest.raises(ic.datasets.DatasetUnavailableError):  # offline, nothing cached there
+        monkeypatch.setattr(ic.datasets, "_urlopen", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
+        ir.image_data("mnist", "colab", data_dir=tmp_path)
+
+
+def test_evaluations_match_an_independent_computation(group, cifar):
+    """The last evaluation of network and proxy = accuracy/loss computed directly from the
+    final parameters and anchors on the same test images."""
+    c = group["config"]
+    x = ic.normalise(cifar["x_test"][:group["n_eval"]], cifar["mean"], cifar["std"])
+    y = jnp.asarray(cifar["y_test"][:group["n_eval"]])
+    for i in range(len(c.runs)):
+        s = jax.tree_util.tree_map(lambda a: a[i], group["state"])
+        f = group["apply_fn"](s.params, x)
+        f_lin = group["apply_fn"](s.anchor, x) + jax.jvp(lambda p: group["apply_fn"](p, x), (s.anchor,),
+                                                        (ic.tree_sub(s.params, s.anchor),))[1]
+        np.testing.assert_allclose(group["test_accuracy_network"][-1, i], np.mean(np.argmax(f, -1) == y), atol=1e-6)
+        np.testing.assert_allclose(group["test_accuracy_proxy"][-1, i], np.mean(np.argmax(f_lin, -1) == y), atol=1e-6)
+        ce = float(jnp.mean(optax.softmax_cross_entropy_with_integer_labels(f, y)))
+        np.testing.assert_allclose(group["test_loss_network"][-1, i], ce, rtol=1e-5)
+
+
+def test_proxy_is_the_network_right_after_a_feature_update(group):
+    rec = ir.summarise(group)
+    steps = rec["eval_step"]
+    for i, K in enumerate(rec["Ks"]):
+        net, lin = rec["metrics"]["test_loss_network"][:, i], rec["metrics"]["test_loss_proxy"][:, i]
+        if K is None:  # never relinearised: the trained network is not its proxy
+            assert np.all(np.abs(net[1:] - lin[1:]) > 1e-6)
+        else:
+            at = steps % K == 0
+            np.testing.assert_allclose(net[at], lin[at], rtol=1e-6)
+    np.testing.assert_array_equal(rec["feature_updates"][:, 1], np.maximum(1, np.ceil(steps / 4)))
+    np.testing.assert_array_equal(rec["feature_updates"][:, 2], np.ones(len(steps)))
+
+
+def test_k1_training_lowers_the_loss(group):
+    rec = ir.summarise(group)
+    assert rec["train_loss"][-1, 0] < rec["train_loss"][0, 0]
+    assert rec["metrics"]["train_accuracy_network"][-1, 0] > rec["metrics"]["train_accuracy_network"][0, 0]
+    assert rec["diverged_at"] == [None, None, None] and rec["stand_in"]
+
+
+def test_a_vmapped_group_equals_separate_runs(cifar, group):
+    """One compiled program over K gives each run what it would get alone."""
+    for i, K in enumerate((1, 4, None)):
+        alone = ir.run_images(cfg(Ks=(K,)), cifar, progress="off")
+        np.testing.assert_allclose(alone["loss"][:, 0], group["loss"][:, i], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(alone["test_loss_proxy"][:, 0], group["test_loss_proxy"][:, i], rtol=1e-5)
+
+
+def test_k1_equals_plain_sgd_on_the_same_batches(cifar, group):
+    c = cfg(Ks=(1,))
+    model = ir.build_model(c, (32, 32, 3))
+    params = ir.init_params(c, model)
+    x, y = ir._subset(c, cifar)
+    batches = ic.augmented_minibatches(jax.random.PRNGKey(c.seed + 1), jnp.asarray(x), jnp.asarray(y), c.batch_size,
+                                       padding=0, flip=False, mean=cifar["mean"], std=cifar["std"])
+    for t in range(c.steps):
+        xb, yb = batches(t)
+        g = jax.grad(lambda p: ic.softmax_cross_entropy(model.apply(p, xb), yb))(params)
+        params = jax.tree_util.tree_map(lambda p, d: p - c.lr * d, params, g)
+    final = jax.tree_util.tree_map(lambda a: a[0], group["state"].params)
+    for a, b in zip(jax.tree_util.tree_leaves(final), jax.tree_util.tree_leaves(params)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
+
+
+def test_damping_per_run_equals_separate_damped_steps():
+    model = ic.lenet50(num_classes=3, input_shape=(16, 16, 1), channels=2, dense=(5,))
+    params = model.init(jax.random.PRNGKey(0))
+    x = jax.random.normal(jax.random.PRNGKey(1), (6, 16, 16, 1))
+    y = jnp.arange(6) % 3
+    opt = optax.adam(1e-2)
+    lams = (0.0, 0.5, 3.0)
+    step, _ = ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, (3, 3, 3), damping=lams)
+    states = ic.replicate(ic.init_il_state(params, opt), 3)
+    singles = [ic.init_il_state(params, opt) for _ in lams]
+    steps1 = [ic.make_il_step(model.apply, ic.softmax_cross_entropy, opt, 3, damping=lam) for lam in lams]
+    for _ in range(5):
+        states, _ = step(states, (x, y))
+        singles = [s1(s, (x, y))[0] for s1, s in zip(steps1, singles)]
+    for i, s in enumerate(singles):
+        for a, b in zip(jax.tree_util.tree_leaves(s.params), jax.tree_util.tree_leaves(states.params)):
+            np.testing.assert_allclose(b[i], a, rtol=1e-6, atol=1e-9)
+    with pytest.raises(ValueError, match="one damping per K"):
+        ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, (1, 2), damping=(0.1, 0.2, 0.3))
+    with pytest.raises(ValueError):
+        ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, (1, 2), damping=(0.1, -1.0))
+
+
+def test_one_diverging_run_leaves_the_others_alone(cifar):
+    c = cfg(Ks=(1, 1), dampings=(0.0,), lr=1e3, steps=8)
+    # run 0 at a sane rate, run 1 blows up: give them different rates through two groups' labels
+    sane = ir.summarise(ir.run_images(cfg(Ks=(1,), steps=8), cifar, progress="off"))
+    wild = ir.summarise(ir.run_images(c, cifar, progress="off"))
+    assert sane["diverged_at"] == [None]
+    assert all(d is not None for d in wild["diverged_at"])
+    d = wild["diverged_at"][0]
+    after = wild["eval_step"] > d
+    assert np.all(np.isnan(wild["metrics"]["test_accuracy_network"][after, 0]))
+    assert np.all(np.isfinite(wild["metrics"]["test_accuracy_network"][~after, 0]))
+    # within one group: K=1 stays finite while a huge-K proxy trained at the same rate may not;
+    # what must hold is that a run's NaNs never leak into another run's record
+    mixed = ir.summarise(ir.run_images(cfg(Ks=(1, None), lr=5.0, steps=8), cifar, progress="off"))
+    for i, dv in enumerate(mixed["diverged_at"]):
+        col = mixed["metrics"]["test_loss_proxy"][:, i]
+        assert np.all(np.isfinite(col)) if dv is None else np.all(np.isnan(col[mixed["eval_step"] > dv]))
+
+
+def test_checkpoint_resume_reproduces_the_run_bit_for_bit(cifar, tmp_path, group):
+    path = tmp_path / "run.npz"
+    first = ir.run_images(cfg(), cifar, checkpoint_path=path, checkpoint_every=4, stop_at=8, progress="off")
+    assert first["eval_step"][-1] == 8 and path.exists()
+    resumed = ir.run_images(cfg(), cifar, checkpoint_path=path, checkpoint_every=4, progress="off")
+    assert resumed["resumed_from"] == 8
+    fresh = ir.run_images(cfg(), cifar, checkpoint_path=tmp_path / "fresh.npz", checkpoint_every=4, progress="off")
+    for k in ("loss", "eval_step", "test_accuracy_proxy", "test_loss_network", "train_loss_proxy"):
+        np.testing.assert_array_equal(resumed[k], fresh[k])
+    for a, b in zip(jax.tree_util.tree_leaves(resumed["state"]), jax.tree_util.tree_leaves(fresh["state"])):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(fresh["test_loss_proxy"], group["test_loss_proxy"])
+    with pytest.raises(ValueError, match="other settings"):
+        ir.run_images(cfg(lr=0.03), cifar, checkpoint_path=path, checkpoint_every=4, progress="off")
+
+
+def test_record_round_trip(group, tmp_path):
+    rec = ir.summarise(group)
+    ic.save_results("cifar_test", "colab", {"g": rec}, seed=0, results_dir=tmp_path, note="stand-in")
+    back = ic.load_results("cifar_test", results_dir=tmp_path)["data"]["g"]
+    assert back["labels"] == rec["labels"] and back["Ks"] == [1, 4, None] and back["config"] == rec["config"]
+    for k, v in rec["metrics"].items():
+        np.testing.assert_array_equal(back["metrics"][k], v)
+    np.testing.assert_array_equal(back["feature_updates"], rec["feature_updates"])
+    np.testing.assert_array_equal(ir.best_accuracy(back), ir.best_accuracy(rec))
+
+
+def test_probes_and_filters_match_direct_computations(cifar):
+    c = cfg(Ks=(1, None), probes=True, n_filters=3, steps=8)
+    h = ir.run_images(c, cifar, progress="off")
+    x_tr, y_tr = ir._subset(c, cifar)
+    norm = lambda v: ic.normalise(v, cifar["mean"], cifar["std"])
+    n = h["n_eval"]
+    for i in range(2):
+        p = jax.tree_util.tree_map(lambda a: a[i], h["state"].params)
+        for layer in (1, 2):
+            ref = ic.linear_probe(ic.lenet50_features(p, norm(x_tr[:c.probe_train]), layer), y_tr[:c.probe_train],
+                                  ic.lenet50_features(p, norm(cifar["x_test"][:n]), layer), cifar["y_test"][:n],
+                                  ridge=c.probe_ridge, num_classes=10)
+            np.testing.assert_allclose(h[f"probe{layer}_test_accuracy"][-1, i], ref["test_accuracy"], atol=1e-6)
+        np.testing.assert_allclose(h["filters"][-1, i], (p["conv1"]["w"] - h["params0"]["conv1"]["w"])[..., :3],
+                                   rtol=1e-6, atol=1e-9)
+    assert h["filters"].shape == (3, 2, 5, 5, 3, 3)
+    assert np.all(h["filters"][0] == 0)
+
+
+def test_lenet_features_are_the_networks_blocks():
+    model = ic.lenet50(input_shape=(32, 32, 3), channels=5)
+    p = model.init(jax.random.PRNGKey(3))
+    x = jax.random.normal(jax.random.PRNGKey(4), (2, 32, 32, 3))
+    assert ic.lenet50_features(p, x, 1).shape == (2, 14 * 14 * 5)
+    h2 = ic.lenet50_features(p, x, 2)
+    y = h2
+    for j, layer in enumerate(p["dense"]):
+        y = y @ layer["w"] + layer["b"]
+        y = jax.nn.relu(y) if j < len(p["dense"]) - 1 else y
+    np.testing.assert_allclose(y, model.apply(p, x), rtol=1e-6)
+    with pytest.raises(ValueError, match="layer must be 1 or 2"):
+        ic.lenet50_features(p, x, 3)
+
+
+@pytest.mark.parametrize("model,dataset", [("resnet18", "cifar10"), ("resnet18_bn", "cifar10"), ("lenet50", "mnist")])
+def test_other_models_and_data_train(model, dataset, cifar, mnist):
+    data = cifar if dataset == "cifar10" else mnist
+    c = cfg(model=model, dataset=dataset, Ks=(1, 2), steps=4, eval_every=2, lr=0.01, augment=model == "resnet18_bn",
+            width=2 if model != "lenet50" else 4)
+    rec = ir.summarise(ir.run_images(c, data, progress="off"))
+    assert rec["diverged_at"] == [None, None]
+    at = rec["eval_step"] % 2 == 0
+    np.testing.assert_allclose(rec["metrics"]["test_loss_network"][at], rec["metrics"]["test_loss_proxy"][at], rtol=1e-6)
+    assert rec["train_loss"][-1, 0] < rec["train_loss"][0, 0] or model != "lenet50"
+
+
+def test_full_batch_is_gradient_descent_on_the_subset(cifar):
+    c = cfg(batch_size=None, n_train=40, Ks=(1,), steps=3, eval_every=3)
+    h = ir.run_images(c, cifar, progress="off")
+    model = ir.build_model(c, (32, 32, 3))
+    params = ir.init_params(c, model)
+    x, y = ir._subset(c, cifar)
+    xn = ic.normalise(x, cifar["mean"], cifar["std"])
+    for _ in range(3):
+        g = jax.grad(lambda p: ic.softmax_cross_entropy(model.apply(p, xn), y))(params)
+        params = jax.tree_util.tree_map(lambda p, d: p - c.lr * d, params, g)
+    for a, b in zip(jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda a: a[0], h["state"].params)),
+                    jax.tree_util.tree_leaves(params)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
+    assert h["n_train"] == 40
+
+
+def test_feature_updates():
+    np.testing.assert_array_equal(ir.feature_updates([1, 10, None], [0, 5, 10, 11]),
+                                  [[1, 1, 1], [5, 1, 1], [10, 1, 1], [11, 2, 1]])
+
+
+def test_best_accuracy_ignores_nan():
+    rec = {"metrics": {"test_accuracy_proxy": np.array([[0.1, np.nan, 0.2], [0.5, np.nan, np.nan], [0.3, np.nan, 0.1]])}}
+    np.testing.assert_array_equal(ir.best_accuracy(rec), [0.5, np.nan, 0.2])
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(dataset="svhn"), "dataset"), (dict(model="vgg"), "model"), (dict(optimizer="rmsprop"), "optimizer"),
+    (dict(steps=0), "steps"), (dict(lr=-1.0), "lr"), (dict(Ks=()), "Ks"), (dict(Ks=(0,)), "K"),
+    (dict(dampings=(0.1, 0.2)), "dampings"), (dict(dampings=(-1.0,)), "damping"),
+    (dict(batch_size=0), "batch_size"), (dict(model="resnet18", probes=True), "probes"),
+    (dict(n_train=0), "n_train"), (dict(width=0), "width")])
+def test_bad_configs_raise(bad, match):
+    with pytest.raises(ValueError, match=match):
+        cfg(**bad)
+
+
+def test_chapter_tables():
+    for chapter in ir.IMAGE_CHAPTERS:
+        smoke, colab, paper = (ir.image_runs(chapter, p) for p in ("smoke", "colab", "paper"))
+        assert set(smoke) <= set(paper) | set(colab) or chapter == "cifar_features"
+        assert ir.image_runs(chapter, "book") == colab
+        assert all(c.dataset in ir.DATASETS for c in paper.values())
+        rows = ir.scale_table(chapter)
+        assert rows and all(r[2] != r[3] for r in rows)
+    # the paper preset keeps the papers' stated settings
+    p = ir.image_runs("resnet_mnist", "paper")
+    assert (p["fig10_plain"].lr, p["fig10_plain"].Ks[-1]) == (7e-7, 1_000_000)
+    assert (p["fig10_bn"].lr, p["fig10_bn"].Ks[-1], p["fig10_bn"].augment) == (1e-5, 100_000, True)
+    f = ir.image_runs("cifar_few_updates", "paper")
+    assert f["fig2"].Ks == (1, 5_000_000) and f["fig2"].augment and f["fig2"].batch_size == 256
+    assert (f["fig11_full"].lr, f["fig11_mini"].lr) == (1e-3, 1e-4) and f["fig11_full"].batch_size is None
+    # the colab rule keeps lr * K and lr * steps of the paper
+    c = ir.image_runs("cifar_few_updates", "colab")["fig2"]
+    assert math.isclose(c.lr * c.Ks[1], f["fig2"].lr * f["fig2"].Ks[1])
+    assert math.isclose(c.lr * c.steps, f["fig2"].lr * f["fig2"].steps)
+    with pytest.raises(ValueError, match="unknown chapter"):
+        ir.image_runs("cifar_nothing", "smoke")
+    with pytest.raises(ValueError, match="book preset does not train"):
+        ir.run_chapter("cifar_damping", "book")
+    with pytest.raises(ValueError, match="unknown run"):
+        ir.run_chapter("cifar_damping", "smoke", names=["fig99"])
+
+
+def test_colab_runs_checkpoint_where_asked(tmp_path, cifar, monkeypatch):
+    """run_chapter at a training preset writes one checkpoint per group and a second call resumes."""
+    small = {"g": cfg(Ks=(1,), steps=4, eval_every=2)}
+    monkeypatch.setitem(ir.IMAGE_CHAPTERS, "cifar_tiny", lambda preset: small)
+    out = ir.run_chapter("cifar_tiny", "colab", data={"cifar10": cifar}, checkpoint_dir=tmp_path)
+    assert (tmp_path / "cifar_tiny-g-colab.npz").exists()
+    again = ir.run_chapter("cifar_tiny", "colab", data={"cifar10": cifar}, checkpoint_dir=tmp_path)
+    np.testing.assert_array_equal(out["g"]["metrics"]["test_loss_proxy"], again["g"]["metrics"]["test_loss_proxy"])
+    assert dataclasses.asdict(small["g"])["steps"] == 4
