@@ -309,7 +309,8 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
         every = checkpoint_every or 10 * cfg.eval_every
         states, hist = train_with_checkpoints(step, states, batches, cfg.steps, checkpoint_path=checkpoint_path,
                                          checkpoint_every=every, key=key, stop_at=stop_at,
-                                         meta={"config": _config_dict(cfg)}, **kwargs)
+                                         meta={"config": _config_dict(cfg), "stand_in": bool(data.get("stand_in"))},
+                                         **kwargs)
     hist.update(config=cfg, state=states, params0=params0, apply_fn=model.apply, n_params=sum(int(a.size) for a in jax.tree_util.tree_leaves(params0)),
                 n_train=len(y_tr), n_eval=n_eval, stand_in=bool(data.get("stand_in", False)))
     return hist
@@ -576,7 +577,8 @@ def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = 
         cfg = groups[name]
         if cfg.dataset not in data:
             data[cfg.dataset] = image_data(cfg.dataset, preset)
-        ck = None if checkpoint_dir is None else Path(checkpoint_dir) / f"{chapter}-{name}-{preset}.npz"
+        tag = "-stand-in" if data[cfg.dataset].get("stand_in") else ""  # never resumed as a real-data run
+        ck = None if checkpoint_dir is None else Path(checkpoint_dir) / f"{chapter}-{name}-{preset}{tag}.npz"
         hist = run_images(cfg, data[cfg.dataset], checkpoint_path=ck, progress=progress,
                           desc=f"{chapter}/{name}: {len(cfg.runs)} run(s)")
         out[name] = summarise(hist)

@@ -175,6 +175,8 @@ def test_checkpoint_resume_reproduces_the_run_bit_for_bit(cifar, tmp_path, group
     np.testing.assert_array_equal(fresh["test_loss_proxy"], group["test_loss_proxy"])
     with pytest.raises(ValueError, match="other settings"):
         ir.run_images(cfg(lr=0.03), cifar, checkpoint_path=path, checkpoint_every=4, progress="off")
+    with pytest.raises(ValueError, match="other settings"):  # real data never resume a stand-in run
+        ir.run_images(cfg(), dict(cifar, stand_in=False), checkpoint_path=path, checkpoint_every=4, progress="off")
 
 
 def test_record_round_trip(group, tmp_path):
@@ -303,7 +305,7 @@ def test_colab_runs_checkpoint_where_asked(tmp_path, cifar, monkeypatch):
     small = {"g": cfg(Ks=(1,), steps=4, eval_every=2)}
     monkeypatch.setitem(ir.IMAGE_CHAPTERS, "cifar_tiny", lambda preset: small)
     out = ir.run_chapter("cifar_tiny", "colab", data={"cifar10": cifar}, checkpoint_dir=tmp_path)
-    assert (tmp_path / "cifar_tiny-g-colab.npz").exists()
+    assert (tmp_path / "cifar_tiny-g-colab-stand-in.npz").exists()  # stand-in runs never pose as real ones
     again = ir.run_chapter("cifar_tiny", "colab", data={"cifar10": cifar}, checkpoint_dir=tmp_path)
     np.testing.assert_array_equal(out["g"]["metrics"]["test_loss_proxy"], again["g"]["metrics"]["test_loss_proxy"])
     assert dataclasses.asdict(small["g"])["steps"] == 4
