@@ -425,9 +425,10 @@ def _few_updates(preset):
                            n_train=10_000, n_eval=2000),
             "fig3_tgn": _lenet(lr=1e-3, optimizer="adam", Ks=(5000,), steps=40_000, eval_every=1000,
                                n_train=10_000, n_eval=2000),
-            "fig11_full": _lenet(lr=1e-2, Ks=(1, 10, 100, 1000), steps=2000, eval_every=50, batch_size=None,
+            # Fig. 11 with c = 10 (lr x 10, K and steps / 10) on a 5000-image subset
+            "fig11_full": _lenet(lr=1e-2, Ks=(1, 10, 100), steps=2000, eval_every=50, batch_size=None,
                                  n_train=5000, n_eval=2000),
-            "fig11_mini": _lenet(lr=1e-3, Ks=(1, 100, 1000, 10_000), steps=20_000, eval_every=500,
+            "fig11_mini": _lenet(lr=1e-3, Ks=(1, 10, 100, 1000), steps=20_000, eval_every=500,
                                  n_train=5000, n_eval=2000)}
 
 

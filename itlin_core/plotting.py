@@ -63,7 +63,7 @@ def run_colours(record):
 
 
 def plot_record_curves(ax, record, metric: str = "test_accuracy_proxy", *, x: str = "step", label_suffix: str = "",
-                       linestyle="-", colours=None, percent: bool = True, runs=None):
+                       linestyle="-", colours=None, percent: bool = True, runs=None, ylabel: str | None = None):
     """Plot one metric of an image-run record against training steps (``x="step"``) or the
     number of linearisations so far (``x="feature_updates"``), one line per run, labelled by K
     (and lambda). Accuracies are shown in percent. Runs that diverged end where they diverged
@@ -85,8 +85,12 @@ def plot_record_curves(ax, record, metric: str = "test_accuracy_proxy", *, x: st
                 j = np.flatnonzero(ok)[-1]
                 ax.plot(xs[j], values[j, i], "x", color=colours[i], markersize=8)
     ax.set_xlabel("training step" if x == "step" else "linearisations used (feature updates)")
-    if "accuracy" in metric:
-        ax.set_ylabel(metric.split("_")[0] + " accuracy (%)" if percent else metric)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    elif metric.startswith("probe") and "accuracy" in metric:
+        ax.set_ylabel(f"linear probe on block {metric[5]}: test accuracy" + (" (%)" if percent else ""))
+    elif "accuracy" in metric:
+        ax.set_ylabel(metric.split("_")[0] + " accuracy" + (" (%)" if percent else ""))
     else:
         ax.set_ylabel(metric.replace("_", " "))
     return lines
@@ -98,7 +102,10 @@ def provenance(record_or_results, preset: str | None = None) -> str:
     if isinstance(record_or_results, dict) and "data" in record_or_results and "preset" in record_or_results:
         r = record_or_results
         dev = r.get("device", {}).get("device_kind", "unknown device")
-        return f"recorded {r['preset']} run on {dev}, {r.get('created', '?')}"
+        groups = r["data"].values() if isinstance(r["data"], dict) else []
+        stand_in = any(isinstance(g, dict) and g.get("stand_in") for g in groups)
+        return (f"recorded {r['preset']} run on {dev}, {r.get('created', '?')}"
+                + (", on stand-in data: not CIFAR10/MNIST results" if stand_in else ""))
     first = next(iter(record_or_results.values()))
     if first.get("stand_in"):
         return f"{preset or 'smoke'} run on in-format stand-in data: not CIFAR10/MNIST results"
