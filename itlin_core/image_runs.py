@@ -383,7 +383,7 @@ def best_accuracy(record: dict, metric: str = "test_accuracy_proxy") -> np.ndarr
 
 def _scaled(c: float, *, lr, Ks, steps, eval_every):
     """The colab rule (000 Fig. 11's own): lr * c, K / c, steps / c."""
-    Ks = tuple(None if k is None else max(1, int(round(k / c))) if k != 1 else 1 for k in Ks)
+    Ks = tuple(dict.fromkeys(None if k is None else max(1, int(round(k / c))) for k in Ks))  # K/c, no repeats
     return dict(lr=lr * c, Ks=Ks, steps=int(steps / c), eval_every=max(1, int(eval_every / c)))
 
 
@@ -474,6 +474,10 @@ def _damping(preset):
                 "fig8_adam": _lenet(steps=2_000_000, eval_every=10_000, Ks=(1, 200_000), lr=1e-4, optimizer="adam"),
                 "fig9": _lenet(steps=2_000_000, eval_every=10_000, Ks=(200_000,), dampings=_DAMPINGS, lr=1e-4,
                                optimizer="adam")}
+    # colab: not the lr*c rule. Fig. 8's point is that every linearisation is solved (training
+    # accuracy near 100%) before the next one; on a 10,000-image subset 2000 Adam steps at 1e-3
+    # (51 epochs) per linearisation, 10 linearisations as in the paper (2e6 / 2e5). SGD K=1 as
+    # the colab Fig. 3 group (lr 1e-2 on the same subset).
     return {"fig8_sgd": _lenet(steps=40_000, eval_every=1000, Ks=(1,), lr=1e-2, n_train=10_000, n_eval=2000),
             "fig8_adam": _lenet(steps=20_000, eval_every=500, Ks=(1, 2000), lr=1e-3, optimizer="adam",
                                 n_train=10_000, n_eval=2000),
@@ -500,19 +504,21 @@ def _resnet_mnist(preset):
              "cifar_lr1e-5": _lenet(steps=2_000_000, eval_every=20_000, Ks=(1, 100, 1000, 20_000), lr=1e-5)}
     if preset == "paper":
         return paper
-    # colab: ResNet-18 at a quarter of the width on 10,000 images, lr x 1000 (x 100 with BatchNorm);
-    # 001's runs with lr x 10, K and steps / 10 (keeps its instability at K > 5 comparable).
+    # colab: ResNet-18 at a quarter of the width on 10,000 images, lr x 1000 (x 100 with BatchNorm).
+    # 001's runs: MNIST with c = 10 and CIFAR10 at 1e-5 with c = 100 (lr * c, K and steps / c; K
+    # values that coincide after the division are kept once); CIFAR10 at 1e-4 cannot be rescaled
+    # (K / 10 < 1 for the paper's K = 2, 5) and keeps the paper's rate and K, which is where the
+    # workshop paper saw divergence, trained for a twentieth of the paper-preset steps.
     return {"fig10_plain": _lenet(model="resnet18", width=16, steps=10_000, eval_every=250, Ks=(1, 1000),
                                   lr=7e-4, n_train=10_000, n_eval=2000),
             "fig10_bn": _lenet(model="resnet18_bn", width=16, steps=10_000, eval_every=250, Ks=(1, 1000), lr=1e-3,
                                augment=True, n_train=10_000, n_eval=2000),
             "mnist_lr1e-4": _lenet(dataset="mnist", n_eval=2000,
-                                   **_scaled(10, lr=1e-4, Ks=(1, 10, 100, 1000, None), steps=100_000,
-                                             eval_every=1000)),
-            "cifar_lr1e-4": _lenet(n_eval=2000, **_scaled(10, lr=1e-4, Ks=(1, 20, 50, 100), steps=100_000,
-                                                          eval_every=1000)),
-            "cifar_lr1e-5": _lenet(n_eval=2000, **_scaled(10, lr=1e-5, Ks=(1, 100, 1000, 20_000), steps=200_000,
-                                                          eval_every=2000))}
+                                   **_scaled(10, lr=1e-4, Ks=(1, 10, 100, 1000, None), steps=1_000_000,
+                                             eval_every=10_000)),
+            "cifar_lr1e-4": _lenet(n_eval=2000, lr=1e-4, Ks=(1, 2, 5, 10), steps=50_000, eval_every=500),
+            "cifar_lr1e-5": _lenet(n_eval=2000, **_scaled(100, lr=1e-5, Ks=(1, 100, 1000, 20_000),
+                                                          steps=2_000_000, eval_every=20_000))}
 
 
 IMAGE_CHAPTERS = {"cifar_few_updates": _few_updates, "cifar_features": _features,
