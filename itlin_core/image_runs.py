@@ -592,6 +592,105 @@ def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = 
     return out
 
 
+# ----------------------------------------------------------------------------------------------
+# what the chapters print and check
+
+def describe(cfg: ImageRunConfig) -> str:
+    """The settings of a run group that matter, in one line."""
+    Ks = ", ".join(k_label(k)[2:] for k in cfg.Ks)
+    lams = "" if set(cfg.dampings) == {0.0} else "; lambda in {" + ", ".join(f"{v:g}" for v in cfg.dampings) + "}"
+    batch = "full batch" if cfg.batch_size is None else f"batch {cfg.batch_size}"
+    n = "all training images" if cfg.n_train is None else f"{cfg.n_train:,} training images"
+    width = "" if cfg.width is None else f" (width {cfg.width})"
+    extra = (f"; probes fitted on {cfg.probe_train:,} images" if cfg.probes else "") + \
+            (f"; first {cfg.n_filters} filters recorded" if cfg.n_filters else "")
+    return (f"{cfg.model}{width} on {cfg.dataset}, {cfg.optimizer} lr={cfg.lr:g}, {batch}, {n}"
+            f"{', augmented' if cfg.augment else ''}; K in {{{Ks}}}{lams}; {cfg.steps:,} steps, "
+            f"evaluated every {cfg.eval_every:,} on {cfg.n_eval:,} test images{extra}")
+
+
+def format_setting(field: str, v) -> str:
+    """A value of :func:`scale_table` as the chapters' tables show it (``None`` means K = inf,
+    all images, full batch or the paper's width)."""
+    if field == "Ks":
+        return ", ".join(k_label(k)[2:] for k in v)
+    if field == "dampings":
+        return ", ".join(f"{x:g}" for x in v)
+    if v is None:
+        return {"n_train": "all", "batch_size": "full batch", "width": "paper's"}.get(field, "none")
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def follows_rule(colab: ImageRunConfig, paper: ImageRunConfig) -> bool:
+    """Whether ``colab`` is ``paper`` with lr x f, K / f and steps / f for one factor f (K = 1 and
+    K = inf kept): the rescaling of 000 Fig. 11 that keeps lr * K and lr * steps."""
+    f = colab.lr / paper.lr
+    ok = math.isclose(paper.steps / colab.steps, f, rel_tol=1e-6) and len(colab.runs) == len(paper.runs)
+    for (kc, _), (kp, _) in zip(colab.runs, paper.runs):
+        if kp is None or kp == 1:
+            ok = ok and kc == kp
+        else:
+            ok = ok and kc is not None and math.isclose(kp / kc, f, rel_tol=1e-6)
+    return ok
+
+
+def records_equal(a, b) -> bool:
+    """Equal values, arrays (with dtype and shape) and NaNs, through nested dicts and lists: a
+    record and its :func:`itlin_core.save_results` / ``load_results`` round trip."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(records_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(records_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+                and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return a == b
+
+
+def check_record(name: str, rec: dict, smoke: bool = False) -> None:
+    """Assert the mechanics that hold for every run group, whatever the data and the scale (the
+    chapters' check cells): all runs start from the same initialisation; at an evaluation step
+    that is a multiple of K the proxy is the network (test and train accuracy, test loss);
+    K = inf's trained network is not its proxy; ``feature_updates`` is ``ceil(step / K)``;
+    evaluations after a divergence are NaN; K = 1 lowers its training loss unless it diverged;
+    with ``smoke``, no run diverged."""
+    steps, m = np.asarray(rec["eval_step"]), rec["metrics"]
+    if steps[0] == 0:   # every run of a group starts from the same initialisation
+        for key, a in m.items():
+            assert np.allclose(a[0], a[0, 0], rtol=1e-6, equal_nan=True), (name, key)
+    for i, K in enumerate(rec["Ks"]):
+        if K is None:
+            # never relinearised: after training, the network at the trained parameters is not the proxy
+            ok = np.flatnonzero(np.isfinite(m["test_loss_network"][:, i]) & (steps > 0))
+            assert len(ok) and m["test_loss_network"][ok[-1], i] != m["test_loss_proxy"][ok[-1], i], (name, K)
+            expected = np.ones(len(steps), dtype=np.int64)
+        else:
+            # at a multiple of K the anchor has just moved to the current parameters: proxy == network
+            at = steps % K == 0
+            for split in ("test", "train"):
+                assert np.array_equal(m[f"{split}_accuracy_network"][at, i], m[f"{split}_accuracy_proxy"][at, i],
+                                      equal_nan=True), (name, K, split)
+            assert np.allclose(m["test_loss_network"][at, i], m["test_loss_proxy"][at, i], rtol=1e-5,
+                               equal_nan=True), (name, K)
+            expected = np.maximum(1, -(-steps // K))      # ceil(step / K), the first linearisation counted
+        assert np.array_equal(np.asarray(rec["feature_updates"])[:, i], expected), (name, K)
+        d = rec["diverged_at"][i]
+        if d is not None:   # evaluations after a divergence are masked
+            assert np.all(np.isnan(m["test_accuracy_proxy"][steps > d, i])), (name, K)
+        if K == 1 and d is None:
+            loss = np.asarray(rec["train_loss"])[:, i]
+            assert loss[-1] < loss[0], (name, loss)        # plain training (K = 1) lowers its training loss
+    if smoke:
+        assert all(d is None for d in rec["diverged_at"]), (name, rec["diverged_at"])
+
+
 __all__ = ["ImageRunConfig", "image_data", "build_model", "init_params", "make_image_eval", "run_images", "summarise",
            "feature_updates", "best_accuracy", "IMAGE_CHAPTERS", "image_runs", "scale_table", "run_chapter",
-           "DATASETS", "MODELS", "OPTIMIZERS"]
+           "DATASETS", "MODELS", "OPTIMIZERS", "describe", "format_setting", "follows_rule", "records_equal",
+           "check_record"]
