@@ -3,7 +3,6 @@ in-format stand-in data: data through the real loaders, models, training, networ
 evaluation against independent computations, one vmapped group against separate runs,
 damping per run, divergence of one run, checkpoint-resume bit for bit, the results record."""
 
-import dataclasses
 import math
 
 import jax
@@ -143,8 +142,7 @@ def test_damping_per_run_equals_separate_damped_steps():
 
 
 def test_one_diverging_run_leaves_the_others_alone(cifar):
-    c = cfg(Ks=(1, 1), dampings=(0.0,), lr=1e3, steps=8)
-    # run 0 at a sane rate, run 1 blows up: give them different rates through two groups' labels
+    c = cfg(Ks=(1, 1), dampings=(0.0,), lr=1e3, steps=8)  # a rate at which both runs blow up
     sane = ir.summarise(ir.run_images(cfg(Ks=(1,), steps=8), cifar, progress="off"))
     wild = ir.summarise(ir.run_images(c, cifar, progress="off"))
     assert sane["diverged_at"] == [None]
@@ -308,4 +306,3 @@ def test_colab_runs_checkpoint_where_asked(tmp_path, cifar, monkeypatch):
     assert (tmp_path / "cifar_tiny-g-colab-stand-in.npz").exists()  # stand-in runs never pose as real ones
     again = ir.run_chapter("cifar_tiny", "colab", data={"cifar10": cifar}, checkpoint_dir=tmp_path)
     np.testing.assert_array_equal(out["g"]["metrics"]["test_loss_proxy"], again["g"]["metrics"]["test_loss_proxy"])
-    assert dataclasses.asdict(small["g"])["steps"] == 4
