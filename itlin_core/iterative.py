@@ -283,10 +283,23 @@ def _first_nonfinite(chunk_losses: np.ndarray, start: int):
     return start + first
 
 
+def _block_means(losses: np.ndarray, block: int) -> np.ndarray:
+    """Means over consecutive blocks of ``block`` steps (leading axis); the last may be shorter.
+    Summed in float64 and returned in the losses' dtype."""
+    n = len(losses)
+    full = n // block
+    parts = []
+    if full:
+        parts.append(losses[:full * block].reshape(full, block, *losses.shape[1:]).mean(axis=1, dtype=np.float64))
+    if n > full * block:
+        parts.append(losses[full * block:].mean(axis=0, dtype=np.float64)[None])
+    return np.concatenate(parts).astype(losses.dtype) if parts else losses[:0]
+
+
 def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable | None = None,
           eval_every: int | None = None, progress: str | bool | None = None, desc: str = "training",
           on_nonfinite: str = "raise", start_step: int = 0, eval_at_start: bool = True,
-          on_chunk: Callable | None = None):
+          on_chunk: Callable | None = None, loss_every: int | None = None):
     """Run ``num_steps`` of ``step`` with ``lax.scan`` in chunks, evaluating between chunks.
 
     Args:
@@ -310,16 +323,27 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
         Chunks end at multiples of ``eval_every`` counted from step 0, so a continued run takes
         exactly the chunks (and evaluations) of an uninterrupted one.
       eval_at_start: evaluate before the first step (a continued run has already done so).
-      on_chunk: ``on_chunk(state, step, losses, evals)`` called after every completed chunk
-        with the state, the index of the next step (``start_step`` plus the steps done), the
-        chunk's per-step losses and this evaluation's values (``None`` without ``eval_fn``);
-        used for checkpointing. An exception it raises stops training.
+      on_chunk: ``on_chunk(state, step, losses, evals, nonfinite_at)`` called after every
+        completed chunk with the state, the index of the next step (``start_step`` plus the
+        steps done), the chunk's recorded losses (per step, or block means with
+        ``loss_every``), this evaluation's values (``None`` without ``eval_fn``) and, with
+        ``on_nonfinite="ignore"``, ``history["nonfinite_at"]`` so far (else ``None``); used for
+        checkpointing. An exception it raises stops training.
+      loss_every: record the loss as its mean over blocks of ``loss_every`` steps (blocks
+        start at multiples of ``loss_every`` counted from step 0; a run's last block may be
+        shorter) instead of every step. Long runs need this: 6e7 steps of two runs' float32
+        losses are 480 MB, kept in memory and written into every checkpoint. ``eval_every``
+        (when given) and ``start_step`` must be multiples of it. Divergence is still located
+        to the exact step, from the per-step losses of each chunk, before they are averaged.
 
     Returns:
-      ``(state, history)``: ``history["loss"]`` has one entry per step (leading axis),
-      ``history["eval_step"]`` the steps at which ``eval_fn`` ran and ``history[k]`` its values,
-      ``history["diverged_at"]`` the first non-finite step or ``None``, ``history["seconds"]``
-      the wall time of training.
+      ``(state, history)``: ``history["loss"]`` has one entry per step (leading axis), or one
+      per block of ``loss_every`` steps, and ``history["loss_every"]`` says which (1 or
+      ``loss_every``); ``history["eval_step"]`` the steps at which ``eval_fn`` ran and
+      ``history[k]`` its values, ``history["diverged_at"]`` the first non-finite step or
+      ``None``, ``history["seconds"]`` the wall time of training. With
+      ``on_nonfinite="ignore"`` also ``history["nonfinite_at"]``: for each entry of the loss
+      (one per run for a sweep), the first step whose loss was non-finite, ``-1`` for none.
     """
     if on_nonfinite not in ("raise", "stop", "ignore"):
         raise ValueError(f"on_nonfinite must be 'raise', 'stop' or 'ignore', got {on_nonfinite!r}.")
@@ -333,6 +357,14 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
     eval_every = num_steps if eval_every is None else int(eval_every)
     if num_steps > 0 and eval_every < 1:
         raise ValueError(f"eval_every must be a positive integer, got {eval_every!r}.")
+    if loss_every is not None:
+        if int(loss_every) != loss_every or loss_every < 1:
+            raise ValueError(f"loss_every must be a positive integer, got {loss_every!r}.")
+        loss_every = int(loss_every)
+        if (aligned and eval_every % loss_every) or start_step % loss_every:
+            raise ValueError(f"eval_every ({eval_every}) and start_step ({start_step}) must be multiples of "
+                             f"loss_every ({loss_every}), so that every chunk ends where a loss block does.")
+    block = loss_every or 1
     batch_fn = batches if callable(batches) else (lambda i, b=batches: b)
     if progress is True:
         progress = "auto"
@@ -349,6 +381,7 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
     history: dict[str, Any] = {"eval_step": [], "diverged_at": None}
     evals: dict[str, list] = {}
     losses = []
+    nonfinite_at = None  # per loss entry, under on_nonfinite="ignore"
 
     def record_eval(s, at):
         if jit_eval is None:
@@ -379,6 +412,12 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
                         f"{desc}: the loss became non-finite at step {bad}; training stopped. "
                         "Lower the learning rate, add damping, or check the data for NaNs.")
                 break
+            if on_nonfinite == "ignore":
+                bad = ~np.isfinite(chunk_loss)
+                first = np.where(bad.any(axis=0), at + np.argmax(bad, axis=0), -1).astype(np.int64)
+                nonfinite_at = first if nonfinite_at is None else np.where(nonfinite_at >= 0, nonfinite_at, first)
+            if block > 1:
+                chunk_loss = _block_means(chunk_loss, block)
             state = new_state
             losses.append(chunk_loss)
             done += n
@@ -386,11 +425,14 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
             if bar is not None:
                 bar.update(n)
             if on_chunk is not None:
-                on_chunk(state, start_step + done, chunk_loss, values)
+                on_chunk(state, start_step + done, chunk_loss, values, nonfinite_at)
     finally:
         if bar is not None:
             bar.close()
     history["loss"] = np.concatenate(losses) if losses else np.zeros((0,))
+    history["loss_every"] = block
+    if on_nonfinite == "ignore":
+        history["nonfinite_at"] = nonfinite_at
     history["eval_step"] = np.asarray(history["eval_step"])
     for k, v in evals.items():
         history[k] = np.stack(v)

@@ -351,13 +351,15 @@ def load_checkpoint(path, template) -> Checkpoint:
 
 
 def _merge_history(old: dict | None, new: dict) -> dict:
-    """Append the per-step losses and evaluations of ``new`` to ``old``."""
+    """Append the recorded losses and evaluations of ``new`` to ``old``."""
     if old is None:
         return dict(new)
     out = dict(old)
     for k, v in new.items():
         if k in ("diverged_at",):
             out[k] = v if v is not None else old.get(k)
+        elif k == "nonfinite_at" and old.get(k) is not None:
+            out[k] = np.where(np.asarray(old[k]) >= 0, old[k], v)  # the first non-finite step stays
         elif k == "seconds":
             out[k] = float(old.get(k, 0.0)) + float(v)
         elif k in old and np.ndim(v) >= 1:
@@ -371,7 +373,7 @@ def train_with_checkpoints(step: Callable, state, batches, num_steps: int, *, ch
                            checkpoint_every: int, eval_fn: Callable | None = None,
                            eval_every: int | None = None, key=None, meta: Mapping | None = None,
                            stop_at: int | None = None, progress=None, desc: str = "training",
-                           on_nonfinite: str = "raise"):
+                           on_nonfinite: str = "raise", loss_every: int | None = None):
     """:func:`itlin_core.train` that saves a checkpoint every ``checkpoint_every`` steps and, when
     ``checkpoint_path`` exists, resumes from it instead of starting from ``state``.
 
@@ -384,7 +386,8 @@ def train_with_checkpoints(step: Callable, state, batches, num_steps: int, *, ch
     differently from run to run, resumed or not.)
 
     Args:
-      step, state, batches, num_steps, eval_fn, eval_every, progress, desc, on_nonfinite: as for
+      step, state, batches, num_steps, eval_fn, eval_every, progress, desc, on_nonfinite,
+        loss_every: as for
         :func:`itlin_core.train`; ``state`` is the initial state (also the template that a
         checkpoint must match).
       checkpoint_path: the ``.npz`` file to save to and resume from (e.g. on a mounted Google
@@ -423,6 +426,7 @@ def train_with_checkpoints(step: Callable, state, batches, num_steps: int, *, ch
     end = num_steps if stop_at is None else min(int(stop_at), num_steps)
     path = Path(checkpoint_path)
     run_meta = {"num_steps": num_steps, "eval_every": eval_every, "checkpoint_every": checkpoint_every,
+                "loss_every": 1 if loss_every is None else int(loss_every),
                 "user": json.loads(json.dumps(dict(meta or {}), allow_nan=False))}
     kd = _key_data(key)
 
@@ -440,13 +444,18 @@ def train_with_checkpoints(step: Callable, state, batches, num_steps: int, *, ch
             history = dict(history, resumed_from=start)
             return state, history
 
-    acc = {"hist": history}
+    acc = {"hist": history, "at": start}
+    block = 1 if loss_every is None else int(loss_every)
 
-    def on_chunk(s, at, losses, values):
-        part = {"loss": losses, "eval_step": np.asarray([at] if values is not None else [], dtype=np.int64)}
+    def on_chunk(s, at, losses, values, nonfinite_at):
+        part = {"loss": losses, "eval_step": np.asarray([at] if values is not None else [], dtype=np.int64),
+                "loss_every": block}
+        if nonfinite_at is not None:
+            part["nonfinite_at"] = nonfinite_at
         if values is not None:
             part.update({k: np.asarray(v)[None] for k, v in values.items()})
         acc["hist"] = _merge_history(acc["hist"], part)
+        acc["at"] = at
         if at % checkpoint_every == 0 or at == end:
             h = dict(acc["hist"], diverged_at=None,
                      seconds=float(acc["hist"].get("seconds", 0.0)) + time.perf_counter() - t0)
@@ -460,12 +469,13 @@ def train_with_checkpoints(step: Callable, state, batches, num_steps: int, *, ch
         acc["hist"] = {"eval_step": np.asarray([0], dtype=np.int64), **{k: v[None] for k, v in values.items()}}
     state, seg = train(step, state, batches, end - start, eval_fn=eval_fn, eval_every=eval_every,
                        progress=progress, desc=desc, on_nonfinite=on_nonfinite, start_step=start,
-                       eval_at_start=False, on_chunk=on_chunk)
-    hist = acc["hist"] if acc["hist"] is not None else {"loss": seg["loss"], "eval_step": seg["eval_step"]}
+                       eval_at_start=False, on_chunk=on_chunk, loss_every=loss_every)
+    hist = acc["hist"] if acc["hist"] is not None else {"loss": seg["loss"], "eval_step": seg["eval_step"],
+                                                        "loss_every": seg["loss_every"]}
     hist = dict(hist)
     hist["diverged_at"] = seg["diverged_at"]
     if seg["diverged_at"] is not None:
-        save_checkpoint(path, state, step=len(hist["loss"]), key=kd, meta=run_meta,
+        save_checkpoint(path, state, step=acc["at"], key=kd, meta=run_meta,
                         history=dict(hist, seconds=float(hist.get("seconds", 0.0)) + seg["seconds"]))
     hist["seconds"] = float(hist.get("seconds", 0.0)) + seg["seconds"]
     hist["eval_step"] = np.asarray(hist["eval_step"])

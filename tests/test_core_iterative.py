@@ -149,6 +149,69 @@ def test_train_chunks_match_one_scan_and_record_evals():
     assert h1["diverged_at"] is None
 
 
+def counting_step(limits):
+    """A step whose state counts steps; run ``i``'s loss is ``sin(t) + i`` at step ``t`` and NaN
+    from step ``limits[i]`` on (so where each run diverges is known exactly)."""
+    lim = jnp.asarray(limits)
+
+    def step(t, batch):
+        loss = jnp.where(t >= lim, jnp.nan, jnp.sin(t.astype(jnp.float32)) + jnp.arange(len(limits)))
+        return t + 1, {"loss": loss}
+    return step, jnp.zeros(len(limits), jnp.int32)
+
+
+def first_nonfinite(per_step):
+    """Per column, the first index whose value is not finite, -1 if none (by a Python loop)."""
+    out = []
+    for col in np.asarray(per_step).T:
+        bad = [i for i, v in enumerate(col) if not np.isfinite(v)]
+        out.append(bad[0] if bad else -1)
+    return out
+
+
+@pytest.mark.parametrize("L,eval_every,n", [(1, 5, 23), (3, 6, 20), (5, 5, 23), (4, None, 10), (4, 8, 3)])
+def test_loss_every_records_block_means_and_the_exact_divergence_step(L, eval_every, n):
+    step, t0 = counting_step([7, 100])
+    _, per = ic.train(step, t0, None, n, eval_every=eval_every, on_nonfinite="ignore")
+    _, blk = ic.train(step, t0, None, n, eval_every=eval_every, on_nonfinite="ignore", loss_every=L)
+    assert per["loss_every"] == 1 and blk["loss_every"] == L and per["loss"].shape == (n, 2)
+    expected = np.stack([per["loss"][j:j + L].astype(np.float64).mean(axis=0) for j in range(0, n, L)])
+    np.testing.assert_allclose(blk["loss"], expected, rtol=1e-6)  # NaN where a block holds a NaN
+    assert blk["loss"].shape == (-(-n // L), 2) and blk["loss"].dtype == per["loss"].dtype
+    np.testing.assert_array_equal(blk["nonfinite_at"], first_nonfinite(per["loss"]))
+    np.testing.assert_array_equal(per["nonfinite_at"], [7 if n > 7 else -1, -1])
+
+
+def test_loss_every_bad_values_raise():
+    step, t0 = counting_step([100])
+    for bad in (0, -2, 2.5):
+        with pytest.raises(ValueError, match="loss_every"):
+            ic.train(step, t0, None, 10, loss_every=bad)
+    with pytest.raises(ValueError, match="multiples of loss_every"):
+        ic.train(step, t0, None, 10, eval_every=5, loss_every=3)
+    with pytest.raises(ValueError, match="multiples of loss_every"):
+        ic.train(step, t0, None, 10, eval_every=6, start_step=4, loss_every=3)
+
+
+def test_loss_every_survives_checkpoint_and_resume(tmp_path):
+    """Block means and the first non-finite step per run are kept across a resume: run 0 diverges
+    before the interruption at step 12, run 1 after it."""
+    step, t0 = counting_step([7, 15])
+    kw = dict(checkpoint_every=6, eval_every=3, loss_every=3, on_nonfinite="ignore")
+    _, whole = ic.train_with_checkpoints(step, t0, None, 20, checkpoint_path=tmp_path / "a.npz", **kw)
+    ic.train_with_checkpoints(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz", stop_at=12, **kw)
+    _, resumed = ic.train_with_checkpoints(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz", **kw)
+    assert resumed["resumed_from"] == 12
+    np.testing.assert_array_equal(resumed["loss"], whole["loss"])
+    np.testing.assert_array_equal(resumed["nonfinite_at"], [7, 15])
+    np.testing.assert_array_equal(whole["nonfinite_at"], [7, 15])
+    _, plain = ic.train(step, t0, None, 20, eval_every=3, on_nonfinite="ignore", loss_every=3)
+    np.testing.assert_array_equal(whole["loss"], plain["loss"])
+    with pytest.raises(ValueError, match="other settings"):  # a different loss_every is another run
+        ic.train_with_checkpoints(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz",
+                                  **dict(kw, loss_every=1))
+
+
 def test_minibatches_cover_each_epoch_once():
     x = jnp.arange(10.0)[:, None]
     batch = jax.jit(ic.minibatches(jax.random.PRNGKey(0), x, x, 3))

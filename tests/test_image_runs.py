@@ -151,12 +151,38 @@ def test_one_diverging_run_leaves_the_others_alone(cifar):
     after = wild["eval_step"] > d
     assert np.all(np.isnan(wild["metrics"]["test_accuracy_network"][after, 0]))
     assert np.all(np.isfinite(wild["metrics"]["test_accuracy_network"][~after, 0]))
+    # the mean training loss is finite over the evaluation intervals before step d, NaN from its own
+    interval = np.searchsorted(wild["eval_step"], d, side="right") - 1
+    assert np.all(np.isfinite(wild["train_loss"][:interval, 0])) and np.isnan(wild["train_loss"][interval, 0])
     # within one group: K=1 stays finite while a huge-K proxy trained at the same rate may not;
     # what must hold is that a run's NaNs never leak into another run's record
     mixed = ir.summarise(ir.run_images(cfg(Ks=(1, None), lr=5.0, steps=8), cifar, progress="off"))
     for i, dv in enumerate(mixed["diverged_at"]):
         col = mixed["metrics"]["test_loss_proxy"][:, i]
         assert np.all(np.isfinite(col)) if dv is None else np.all(np.isnan(col[mixed["eval_step"] > dv]))
+
+
+@pytest.mark.parametrize("block", [1, 2, 4])
+def test_summarise_train_loss_is_the_interval_mean_whatever_the_loss_blocks(block):
+    """``train_loss`` from per-step losses (block 1) and from block means (as ``run_images``
+    records them) is the plain mean of each evaluation interval's steps, a short last one too."""
+    c = cfg(steps=10, eval_every=4, Ks=(1, 2))
+    per_step = np.stack([np.linspace(3.0, 1.0, 10), np.cos(np.arange(10.0)) + 2.0], axis=1).astype(np.float32)
+    blocks = np.stack([per_step[j:j + block].astype(np.float64).mean(axis=0) for j in range(0, 10, block)])
+    hist = dict(config=c, eval_step=np.array([0, 4, 8, 10]), loss=blocks.astype(np.float32), loss_every=block,
+                nonfinite_at=np.array([-1, -1]), seconds=2.0, n_params=1, n_train=1, n_eval=1, stand_in=True)
+    rec = ir.summarise(hist)
+    expected = [per_step[a:b].astype(np.float64).mean(axis=0) for a, b in ((0, 4), (4, 8), (8, 10))]
+    np.testing.assert_allclose(rec["train_loss"], expected, rtol=1e-6)
+    assert rec["steps_per_second"] == 5.0 and rec["diverged_at"] == [None, None]
+    rec = ir.summarise(dict(hist, nonfinite_at=np.array([-1, 9])))
+    assert rec["diverged_at"] == [None, 9]
+
+
+def test_a_group_records_one_mean_loss_per_evaluation_interval(group):
+    c = cfg()
+    assert group["loss_every"] == c.eval_every and group["loss"].shape == (c.steps // c.eval_every, 3)
+    np.testing.assert_array_equal(group["nonfinite_at"], [-1, -1, -1])
 
 
 def test_checkpoint_resume_reproduces_the_run_bit_for_bit(cifar, tmp_path, group):
