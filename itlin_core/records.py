@@ -386,8 +386,7 @@ def train_with_checkpoints(step: Callable, state, batches, num_steps: int, *, ch
     differently from run to run, resumed or not.)
 
     Args:
-      step, state, batches, num_steps, eval_fn, eval_every, progress, desc, on_nonfinite,
-        loss_every: as for
+      step, state, batches, num_steps, eval_fn, eval_every, progress, desc, on_nonfinite, loss_every: as for
         :func:`itlin_core.train`; ``state`` is the initial state (also the template that a
         checkpoint must match).
       checkpoint_path: the ``.npz`` file to save to and resume from (e.g. on a mounted Google
