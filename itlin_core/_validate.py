@@ -82,3 +82,13 @@ def check_leading_dims(name_a, a, name_b, b):
         raise ValueError(
             f"{name_a} and {name_b} must have the same number of examples (leading axis), "
             f"got shapes {np.shape(a)} and {np.shape(b)}.")
+
+
+def check_microbatch(microbatch):
+    """``None`` or a positive integer (examples per gradient chunk); returns it as an int."""
+    if microbatch is None:
+        return None
+    if isinstance(microbatch, bool) or not isinstance(microbatch, numbers.Real) \
+            or not math.isfinite(microbatch) or int(microbatch) != microbatch or microbatch < 1:
+        raise ValueError(f"microbatch must be a positive integer or None, got {microbatch!r}.")
+    return int(microbatch)

@@ -40,7 +40,7 @@ import numpy as np
 import optax
 
 from . import datasets as _datasets
-from ._validate import check_damping, check_period
+from ._validate import check_damping, check_microbatch, check_period
 from .experiments import get_preset, k_label
 from .iterative import full_batch, init_il_state, make_il_sweep_step, replicate, train
 from .linearise import linearise
@@ -70,6 +70,11 @@ class ImageRunConfig:
         linearised loss); one value for all runs, or one per entry of ``Ks`` (then ``Ks`` may be
         a single value, repeated).
       batch_size: minibatch size; ``None`` is full-batch gradient descent.
+      microbatch: accumulate each step's gradient over chunks of this many images
+        (:func:`itlin_core.linearised_value_and_grad`): the same step, in memory that grows
+        with the chunk rather than the batch (a full-batch step on 50,000 CIFAR10 images needs
+        it); ``None`` takes the batch at once. Not with ``resnet18_bn``, whose batch statistics
+        would become per chunk.
       augment: random crops (4-pixel padding) and horizontal flips, drawn per step.
       n_train: train on the first ``n_train`` images of a fixed random order (``None``: all).
       n_eval, eval_batch: images evaluated per split, and the chunk size of evaluation.
@@ -90,6 +95,7 @@ class ImageRunConfig:
     optimizer: str = "sgd"
     dampings: tuple = (0.0,)
     batch_size: int | None = 256
+    microbatch: int | None = None
     augment: bool = False
     n_train: int | None = None
     n_eval: int = 10000
@@ -126,6 +132,12 @@ class ImageRunConfig:
                              f"dampings for {len(self.Ks)} values of K.")
         if self.batch_size is not None and (int(self.batch_size) != self.batch_size or self.batch_size < 1):
             raise ValueError(f"batch_size must be a positive integer or None (full batch), got {self.batch_size!r}.")
+        check_microbatch(self.microbatch)
+        if self.microbatch is not None and self.model == "resnet18_bn":
+            raise ValueError("microbatch would normalise each chunk by its own BatchNorm statistics, "
+                             "which is another model than resnet18_bn on the whole batch; use None.")
+        if self.microbatch is not None and self.batch_size is not None and self.batch_size % self.microbatch:
+            raise ValueError(f"microbatch ({self.microbatch}) must divide batch_size ({self.batch_size}).")
         if self.n_train is not None and (int(self.n_train) != self.n_train or self.n_train < 1):
             raise ValueError(f"n_train must be a positive integer or None (all images), got {self.n_train!r}.")
         if (self.probes or self.n_filters) and self.model != "lenet50":
@@ -255,6 +267,38 @@ def make_image_eval(apply_fn, cfg: ImageRunConfig, splits: Mapping[str, tuple], 
     return eval_fn
 
 
+def _group_step(cfg: ImageRunConfig, model, opt):
+    """The vmapped IL step of a run group (one run per ``cfg.runs`` entry)."""
+    lams = [lam for _, lam in cfg.runs]
+    # one damping for all runs stays a Python number (the undamped step then skips the term)
+    step, _ = make_il_sweep_step(model.apply, softmax_cross_entropy, opt, [k for k, _ in cfg.runs],
+                                 damping=lams[0] if len(set(lams)) == 1 else lams, microbatch=cfg.microbatch)
+    return step
+
+
+IMAGE_SHAPES = {"cifar10": (32, 32, 3), "mnist": (28, 28, 1)}
+TRAIN_SIZES = {"cifar10": 50_000, "mnist": 60_000}
+
+
+def step_memory(cfg: ImageRunConfig) -> dict:
+    """XLA's memory plan for one training step of a whole run group, on the default backend:
+    ``{"arguments", "outputs", "temporaries", "total"}`` in bytes. It compiles the step (for
+    the group's batch: ``batch_size`` images, or all ``n_train`` for full batch) without
+    running it, so it answers "will this group fit on this GPU?" before a long run. Evaluation
+    runs separately, in chunks of ``eval_batch``, and the data set itself is not counted."""
+    model = build_model(cfg, IMAGE_SHAPES[cfg.dataset])
+    opt = _optimizer(cfg)
+    states = replicate(init_il_state(init_params(cfg, model), opt), len(cfg.runs))
+    n = cfg.n_train or TRAIN_SIZES[cfg.dataset]
+    bs = n if cfg.batch_size is None else min(cfg.batch_size, n)
+    batch = (jax.ShapeDtypeStruct((bs,) + IMAGE_SHAPES[cfg.dataset], jnp.float32),
+             jax.ShapeDtypeStruct((bs,), jnp.int32))
+    m = jax.jit(_group_step(cfg, model, opt)).lower(states, batch).compile().memory_analysis()
+    out = {"arguments": int(m.argument_size_in_bytes), "outputs": int(m.output_size_in_bytes),
+           "temporaries": int(m.temp_size_in_bytes)}
+    return dict(out, total=sum(out.values()))
+
+
 def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpoint_every: int | None = None,
                stop_at: int | None = None, progress=None, desc: str | None = None) -> dict:
     """Train every run of ``cfg`` at once on ``data`` (from :func:`image_data`).
@@ -281,15 +325,15 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
     model = build_model(cfg, shape)
     params0 = init_params(cfg, model)
     opt = _optimizer(cfg)
-    lams = [lam for _, lam in runs]
-    # one damping for all runs stays a Python number (the undamped step then skips the term)
-    step, _ = make_il_sweep_step(model.apply, softmax_cross_entropy, opt, [k for k, _ in runs],
-                                 damping=lams[0] if len(set(lams)) == 1 else lams)
+    step = _group_step(cfg, model, opt)
     mean, std = data["mean"], data["std"]
     norm = lambda x: _datasets.normalise(x, mean, std)
     x_te, y_te = norm(np.asarray(data["x_test"])), jnp.asarray(data["y_test"])
     key = jax.random.PRNGKey(cfg.seed + 1)
     bs = len(y_tr) if cfg.batch_size is None else min(int(cfg.batch_size), len(y_tr))
+    if cfg.microbatch is not None and bs % cfg.microbatch:
+        raise ValueError(f"microbatch ({cfg.microbatch}) must divide the batch of {bs} images "
+                         f"({'all ' + str(bs) + ' training images' if cfg.batch_size is None else 'batch_size'}).")
     if cfg.batch_size is None and not cfg.augment:
         batches = full_batch(norm(x_tr), jnp.asarray(y_tr))
     else:
@@ -403,6 +447,11 @@ def _scaled(c: float, *, lr, Ks, steps, eval_every):
 _SMOKE = dict(n_eval=128, eval_batch=64, batch_size=32, width=6, probe_train=64)
 _CIFAR_PAPER_LR = 1e-5  # our reading: Fig. 4's rate for finite K (the other captions are not in our copy)
 _COLAB_C = 1000.0       # colab: lr x 1000, K and steps / 1000 (see the module docstring)
+# Full-batch steps accumulate the gradient over chunks of this many images: the same step, in
+# memory that fits a Colab GPU. XLA's memory plan for one step of the four-run paper group
+# (50,000 images at once) is about 330 GiB; with chunks of 500 it grows with the chunk instead
+# (tests/test_image_runs.py checks the colab group's plan).
+_FULL_BATCH_CHUNK = 500
 
 
 def _lenet(**kw):
@@ -415,7 +464,7 @@ def _few_updates(preset):
                 "fig3": _lenet(steps=40, eval_every=10, Ks=(1, 10, None), lr=0.02, **_SMOKE),
                 "fig3_tgn": _lenet(steps=40, eval_every=10, Ks=(20,), lr=1e-3, optimizer="adam", **_SMOKE),
                 "fig11_full": _lenet(steps=20, eval_every=10, Ks=(1, 10), lr=0.05, **dict(_SMOKE, batch_size=None),
-                                     n_train=128),
+                                     n_train=128, microbatch=32),
                 "fig11_mini": _lenet(steps=40, eval_every=10, Ks=(1, 20), lr=0.02, **_SMOKE)}
     paper = {
         # Fig. 2: K=1 against K=5e6 with augmentation, batch 256 (App. C.2.1); 8-12 feature updates.
@@ -426,7 +475,8 @@ def _few_updates(preset):
         # its TGN baseline: each linearisation solved by Adam (lr our choice), as in Fig. 8
         "fig3_tgn": _lenet(steps=2_000_000, eval_every=20_000, Ks=(200_000,), lr=1e-4, optimizer="adam"),
         # Fig. 11: full batch at lr 1e-3 against minibatch (256) at lr 1e-4 with K x 10, steps x 10
-        "fig11_full": _lenet(steps=20_000, eval_every=200, Ks=(1, 10, 100, 1000), lr=1e-3, batch_size=None),
+        "fig11_full": _lenet(steps=20_000, eval_every=200, Ks=(1, 10, 100, 1000), lr=1e-3, batch_size=None,
+                             microbatch=_FULL_BATCH_CHUNK),
         "fig11_mini": _lenet(steps=200_000, eval_every=2000, Ks=(1, 100, 1000, 10_000), lr=1e-4),
     }
     if preset == "paper":
@@ -440,7 +490,7 @@ def _few_updates(preset):
                                n_train=10_000, n_eval=2000),
             # Fig. 11 with c = 10 (lr x 10, K and steps / 10) on a 5000-image subset
             "fig11_full": _lenet(lr=1e-2, Ks=(1, 10, 100), steps=2000, eval_every=50, batch_size=None,
-                                 n_train=5000, n_eval=2000),
+                                 microbatch=_FULL_BATCH_CHUNK, n_train=5000, n_eval=2000),
             "fig11_mini": _lenet(lr=1e-3, Ks=(1, 10, 100, 1000), steps=20_000, eval_every=500,
                                  n_train=5000, n_eval=2000)}
 
@@ -613,6 +663,8 @@ def describe(cfg: ImageRunConfig) -> str:
     Ks = ", ".join(k_label(k)[2:] for k in cfg.Ks)
     lams = "" if set(cfg.dampings) == {0.0} else "; lambda in {" + ", ".join(f"{v:g}" for v in cfg.dampings) + "}"
     batch = "full batch" if cfg.batch_size is None else f"batch {cfg.batch_size}"
+    if cfg.microbatch is not None:
+        batch += f" (gradient summed over chunks of {cfg.microbatch:,})"
     n = "all training images" if cfg.n_train is None else f"{cfg.n_train:,} training images"
     width = "" if cfg.width is None else f" (width {cfg.width})"
     extra = (f"; probes fitted on {cfg.probe_train:,} images" if cfg.probes else "") + \
@@ -706,4 +758,4 @@ def check_record(name: str, rec: dict, smoke: bool = False) -> None:
 __all__ = ["ImageRunConfig", "image_data", "build_model", "init_params", "make_image_eval", "run_images", "summarise",
            "feature_updates", "best_accuracy", "IMAGE_CHAPTERS", "image_runs", "scale_table", "run_chapter",
            "DATASETS", "MODELS", "OPTIMIZERS", "describe", "format_setting", "follows_rule", "records_equal",
-           "check_record"]
+           "check_record", "step_memory"]

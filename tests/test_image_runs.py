@@ -3,6 +3,7 @@ in-format stand-in data: data through the real loaders, models, training, networ
 evaluation against independent computations, one vmapped group against separate runs,
 damping per run, divergence of one run, checkpoint-resume bit for bit, the results record."""
 
+import dataclasses
 import math
 
 import jax
@@ -276,6 +277,32 @@ def test_full_batch_is_gradient_descent_on_the_subset(cifar):
     assert h["n_train"] == 40
 
 
+def test_microbatched_full_batch_equals_the_whole_batch(cifar):
+    """000 Fig. 11's full-batch runs accumulate over chunks; the runs are the same, up to rounding."""
+    c = cfg(Ks=(1, 3), batch_size=None, n_train=96, steps=6, eval_every=3)
+    whole = ir.run_images(c, cifar, progress="off")
+    parts = ir.run_images(dataclasses.replace(c, microbatch=24), cifar, progress="off")
+    for a, b in zip(jax.tree_util.tree_leaves(parts["state"].params), jax.tree_util.tree_leaves(whole["state"].params)):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
+    np.testing.assert_allclose(parts["loss"], whole["loss"], rtol=1e-5)
+    with pytest.raises(ValueError, match="must divide the batch of 96"):
+        ir.run_images(dataclasses.replace(c, microbatch=40), cifar, progress="off")
+
+
+def test_full_batch_groups_fit_a_colab_gpu():
+    """XLA's memory plan (on the test machine's CPU backend) for one step of the colab and paper
+    Fig. 11 full-batch groups: the chunked step fits well inside a 16 GB Colab GPU, and taking
+    all images at once would not."""
+    for preset in ("colab", "paper"):
+        c = ir.image_runs("cifar_few_updates", preset)["fig11_full"]
+        assert c.batch_size is None and c.microbatch
+        chunked = ir.step_memory(c)["total"]
+        assert chunked < 8 * 2 ** 30, (preset, chunked / 2 ** 30)
+        if preset == "colab":
+            whole = ir.step_memory(dataclasses.replace(c, microbatch=None))["total"]
+            assert whole > 16 * 2 ** 30 and whole > 4 * chunked, (whole / 2 ** 30, chunked / 2 ** 30)
+
+
 def test_feature_updates():
     np.testing.assert_array_equal(ir.feature_updates([1, 10, None], [0, 5, 10, 11]),
                                   [[1, 1, 1], [5, 1, 1], [10, 1, 1], [11, 2, 1]])
@@ -291,7 +318,8 @@ def test_best_accuracy_ignores_nan():
     (dict(steps=0), "steps"), (dict(lr=-1.0), "lr"), (dict(Ks=()), "Ks"), (dict(Ks=(0,)), "K"),
     (dict(dampings=(0.1, 0.2)), "dampings"), (dict(dampings=(-1.0,)), "damping"),
     (dict(batch_size=0), "batch_size"), (dict(model="resnet18", probes=True), "probes"),
-    (dict(n_train=0), "n_train"), (dict(width=0), "width")])
+    (dict(n_train=0), "n_train"), (dict(width=0), "width"), (dict(microbatch=0), "microbatch"),
+    (dict(microbatch=5), "must divide batch_size"), (dict(model="resnet18_bn", microbatch=8), "BatchNorm")])
 def test_bad_configs_raise(bad, match):
     with pytest.raises(ValueError, match=match):
         cfg(**bad)
