@@ -57,7 +57,12 @@ import numpy as np
 __all__ = ["cifar10", "mnist", "default_data_dir", "DatasetError", "DatasetUnavailableError",
            "ChecksumError", "CHECKSUMS", "CIFAR10_URLS", "MNIST_MIRRORS", "read_idx",
            "random_crop", "random_flip", "augment", "channel_stats", "normalise",
-           "augmented_minibatches", "write_stand_in"]
+           "augmented_minibatches", "write_stand_in", "IMAGE_SHAPES", "TRAIN_SIZES"]
+
+#: The shape of one image (height, width, channels) of each data set.
+IMAGE_SHAPES = {"cifar10": (32, 32, 3), "mnist": (28, 28, 1)}
+#: The number of training images of each data set.
+TRAIN_SIZES = {"cifar10": 50_000, "mnist": 60_000}
 
 CIFAR10_ARCHIVE = "cifar-10-python.tar.gz"
 CIFAR10_FOLDER = "cifar-10-batches-py"
@@ -491,7 +496,7 @@ def write_stand_in(name: str, data_dir, n_train: int = 500, n_test: int = 100, *
         raise ValueError(f"n_train, n_test and batches must be >= 1 with batches <= n_train, "
                          f"got {n_train}, {n_test}, {batches}.")
     rng = np.random.default_rng(seed)
-    shape = (32, 32, 3) if name == "cifar10" else (28, 28, 1)
+    shape = IMAGE_SHAPES[name]
     templates = rng.uniform(0, 255, (10, *shape))
 
     def sample(n):

@@ -243,8 +243,8 @@ def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.G
     else:
         lams = None
         check_damping(damping)
-    check_microbatch(microbatch)
-    linearised_value_and_grad(apply_fn, loss_fn, microbatch=microbatch, loss_reduction=loss_reduction)  # validates
+    # validates microbatch and loss_reduction now rather than at the first step
+    linearised_value_and_grad(apply_fn, loss_fn, microbatch=microbatch, loss_reduction=loss_reduction)
 
     def one(state, batch, period, lam):
         lam = damping if lam is None else lam
