@@ -1,60 +1,76 @@
 """itlin_core: the algorithms of the iterative-linearisation teaching book, in JAX.
 
-A flat public API over small modules (see DESIGN.md §3)::
+A flat public API over small modules, one idea each::
 
     import itlin_core as ic
-    apply_lin = ic.linearise(apply_fn, params_s)
-    ntk = ic.empirical_ntk(apply_fn, params, x1, x2)
+    apply_lin = ic.linearise(apply_fn, params_s)          # f(params_s, x) + J(params_s, x)(params - params_s)
+    ntk = ic.empirical_ntk(apply_fn, params, x1, x2)      # (N1, N2); vector outputs: traced over outputs
+    d = ic.gn_direction(apply_fn, params, x, y, damping)  # J^T (J J^T + lambda I)^+ (f(x) - y)
     params = ic.gn_step(apply_fn, params, x, y, lr=1.0, damping=0.0)
     f_train_t, f_test_t = ic.gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train, f0_test)
-    state = ic.init_il_state(params, optimizer)
-    step = ic.make_il_step(apply_fn, loss_fn, optimizer, K)
+    state = ic.init_il_state(params, optimizer)           # ILState(params, anchor, opt_state, step)
+    step = ic.make_il_step(apply_fn, loss_fn, optimizer, K)   # step(state, (x, y)) -> (state, metrics)
+    state, history = ic.train(step, state, ic.minibatches(key, x, y, 128), num_steps, eval_fn=..., eval_every=...)
+
+Conventions, stated once here and in the module docstrings:
+
+* Models are pure ``(init, apply)`` pairs over pytrees (:mod:`itlin_core.models`); outputs have
+  a leading example axis.
+* Gauss-Newton and the gradient flow use the papers' loss ``L = 1/2 ||f(X) - Y||^2``, a sum over
+  examples and outputs, and time ``t`` in units of learning rate x steps (:mod:`itlin_core.losses`).
+* ``K = 1`` is exactly SGD; ``K = None`` (or ``math.inf``) never relinearises, which is training
+  the linearised (NTK) model. Softmax and cross-entropy stay outside the linearisation.
+* Bad arguments raise ``ValueError`` (or ``TypeError``) with a sentence that names the argument,
+  says what was wrong and what is allowed; training loops stop with a clear message on a
+  non-finite loss instead of returning NaNs.
+* Arbel et al.'s small-initialisation regime (``tau0 = 1e-3``) needs float64 for the NTK solve and
+  the least-squares re-fits: enable ``jax_enable_x64`` there.
+
+The code that runs the book's chapters (presets, per-chapter runs, records, plots, sliders) is
+in :mod:`itlin_core.book`, which builds on this layer and is never imported by it.
 """
 
+from .activations import activation_pair
+from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .flow import gradient_flow, gradient_flow_params
-from .gauss_newton import (TGNResult, damping_min_eigenvalue, gn_direction, gn_step, kernel_solve,
-                           tgn_step)
-from .iterative import (ILState, TrainingDiverged, full_batch, init_il_state, linearised_objective, linearised_value_and_grad,
-                        make_il_eval, make_il_step, make_il_sweep_step, minibatches, period_as_int,
-                        replicate, train)
-from .linearise import empirical_ntk, flat_jacobian, kernel_matrix, linearise, tree_sub, tree_vdot
+from .gauss_newton import TGNResult, damping_min_eigenvalue, gn_direction, gn_iterate, gn_step, kernel_solve, tgn_step
+from .iterative import ILState, init_il_state, make_il_eval, make_il_step, make_il_sweep_step, period_as_int, replicate
+from .linearise import linearise, linearised_objective, linearised_value_and_grad, tree_sub, tree_vdot
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
 from .mean_field import make_gd_step, make_gn_step, mean_field_net, mean_field_ntk
-from .metrics import (feature_alignment, kernel_distance, min_norm_readout, refit_test_loss,
+from .metrics import (feature_alignment, kernel_distance, linear_probe, min_norm_readout, refit_test_loss,
                       weighted_cosine_distance)
-from .metrics import linear_probe
-from .models import FeatureModel, small_cnn
-from .models import Model, count_params, lenet50, lenet50_features, mlp, resnet18
-from .datasets import augment, augmented_minibatches, channel_stats, normalise, random_crop, random_flip
-from .records import (default_checkpoint_dir, default_results_dir, load_checkpoint, load_results,
-                      save_checkpoint, save_results, train_with_checkpoints)
+from .models import FeatureModel, Model, count_params, lenet50, lenet50_features, mlp, resnet18, small_cnn
+from .ntk import empirical_ntk, flat_jacobian, kernel_matrix, max_ntk_eigenvalue
+from .pipeline import (Batches, augment, augmented_minibatches, channel_stats, full_batch, minibatches, normalise,
+                       random_crop, random_flip, split_microbatches)
+from .training import TrainingDiverged, train
 
-from . import data, datasets, exercises, experiments, image_runs, mean_field  # noqa: E402  (submodules: ic.data.single_index, ...)
+from . import activations, data, datasets, mean_field  # noqa: E402  (submodules: ic.data.single_index, ...)
 
 __version__ = "0.1.0"
 
 __all__ = [
     # linearisation and kernels
-    "linearise", "empirical_ntk", "kernel_matrix", "flat_jacobian", "tree_sub", "tree_vdot",
+    "linearise", "empirical_ntk", "kernel_matrix", "flat_jacobian", "max_ntk_eigenvalue", "tree_sub", "tree_vdot",
     # iterative linearisation
     "ILState", "init_il_state", "make_il_step", "make_il_sweep_step", "period_as_int", "replicate",
-    "linearised_objective", "linearised_value_and_grad", "make_il_eval", "train", "full_batch", "minibatches", "TrainingDiverged",
+    "linearised_objective", "linearised_value_and_grad", "make_il_eval",
+    # training loop, batches and checkpoints
+    "train", "TrainingDiverged", "Batches", "full_batch", "minibatches", "augmented_minibatches",
+    "split_microbatches", "Checkpoint", "save_checkpoint", "load_checkpoint",
     # Gauss-Newton
-    "gn_direction", "gn_step", "kernel_solve", "tgn_step", "TGNResult", "damping_min_eigenvalue",
+    "gn_direction", "gn_step", "gn_iterate", "kernel_solve", "tgn_step", "TGNResult", "damping_min_eigenvalue",
     # gradient flow
     "gradient_flow", "gradient_flow_params",
     # losses and metrics
     "squared_error", "softmax_cross_entropy", "accuracy", "rmse", "kernel_distance", "feature_alignment",
+    "weighted_cosine_distance", "min_norm_readout", "refit_test_loss", "linear_probe",
     # models
-    "Model", "mlp", "lenet50", "lenet50_features", "resnet18", "count_params",
-    # mean-field one-hidden-layer networks (paper 003)
-    "mean_field_net", "mean_field_ntk", "make_gn_step", "make_gd_step", "weighted_cosine_distance", "min_norm_readout",
-    "refit_test_loss",
-    # image data (loaders: itlin_core.data.cifar10 / mnist)
-    "augment", "random_crop", "random_flip", "normalise", "channel_stats", "augmented_minibatches",
-    # real-image CPU chapter (digits): small CNN with features, linear probes
-    "FeatureModel", "small_cnn", "linear_probe",
-    # run records and checkpoints
-    "save_results", "load_results", "default_results_dir", "save_checkpoint", "load_checkpoint",
-    "train_with_checkpoints", "default_checkpoint_dir",
+    "Model", "FeatureModel", "mlp", "lenet50", "lenet50_features", "resnet18", "small_cnn", "count_params",
+    "activation_pair",
+    # mean-field one-hidden-layer networks (Arbel et al. 2023)
+    "mean_field_net", "mean_field_ntk", "make_gn_step", "make_gd_step",
+    # images: augmentation and normalisation (loaders: itlin_core.data.cifar10 / mnist)
+    "augment", "random_crop", "random_flip", "normalise", "channel_stats",
 ]

@@ -1,8 +1,11 @@
-"""Symmetric eigendecomposition of a kernel matrix, shared by the GN solve and the flow."""
+"""Symmetric eigen-solves with a kernel matrix, shared by Gauss-Newton, the gradient flow and
+the least-squares metrics (one place for the cut-off rule of the pseudo-inverse)."""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
+
+from ._validate import check_damping
 
 
 def psd_eigh(kmat, rcond=None):
@@ -16,3 +19,24 @@ def psd_eigh(kmat, rcond=None):
     if rcond is None:
         rcond = kmat.shape[0] * jnp.finfo(kmat.dtype).eps
     return ev, vecs, rcond * jnp.max(ev)
+
+
+def kernel_solve(kmat, rhs, damping=0.0, *, rcond: float | None = None):
+    r"""Solve ``(K + lambda I) a = rhs`` for a symmetric positive semi-definite ``K`` by ``eigh``.
+
+    ``damping`` is a number ``lambda >= 0`` or a callable ``eigenvalues -> lambda`` (eigenvalues
+    of ``K`` in ascending order, clipped at 0); e.g. Arbel et al.'s rule
+    ``lambda ev: jnp.maximum(1e-7, ev[0])`` (alpha = 1 times the smallest eigenvalue, floored).
+    Directions whose ``eigenvalue + lambda`` is below ``rcond * max eigenvalue`` (default
+    ``rcond = n * machine epsilon``) are dropped (pseudo-inverse), so an undamped,
+    numerically singular ``K`` gives the minimum-norm solution instead of infinities.
+    ``rhs`` may have extra trailing axes (several right-hand sides).
+    """
+    damping = check_damping(damping)
+    ev, vecs, cutoff = psd_eigh(kmat, rcond)
+    lam = damping(ev) if callable(damping) else damping
+    denom = ev + lam
+    keep = denom > cutoff
+    inv = jnp.where(keep, 1.0 / jnp.where(keep, denom, 1.0), 0.0)
+    coeff = vecs.T @ rhs
+    return vecs @ (inv.reshape((-1,) + (1,) * (coeff.ndim - 1)) * coeff)

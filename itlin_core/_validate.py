@@ -1,8 +1,8 @@
 """Argument checks shared by the public functions.
 
-Every check raises :class:`ValueError` with a sentence that says what was
-wrong and what is allowed (DESIGN.md §3). Checks are skipped for values that
-are JAX tracers (inside ``jit``/``vmap`` the value is not known in Python).
+Convention: every check raises :class:`ValueError` with a sentence that names the argument,
+says what was wrong and what is allowed. Checks are skipped for values that are JAX tracers
+(inside ``jit``/``vmap`` the value is not known in Python).
 """
 
 from __future__ import annotations
@@ -73,15 +73,6 @@ def check_damping(damping):
         raise ValueError(
             f"damping must be a finite number >= 0 (0 is undamped Gauss-Newton), got {damping!r}.")
     return damping
-
-
-def check_leading_dims(name_a, a, name_b, b):
-    """Raise ValueError unless ``a`` and ``b`` have the same leading (batch) size."""
-    na, nb = np.shape(a)[:1], np.shape(b)[:1]
-    if na != nb:
-        raise ValueError(
-            f"{name_a} and {name_b} must have the same number of examples (leading axis), "
-            f"got shapes {np.shape(a)} and {np.shape(b)}.")
 
 
 def check_microbatch(microbatch):

@@ -1,11 +1,20 @@
-"""Small synthetic data sets for the CPU chapters (no download needed)."""
+"""Small synthetic data sets for the CPU chapters (no download needed).
+
+Conventions: each function takes a PRNG key (where it draws anything) and returns arrays with a
+leading example axis; regression targets are ``(N, 1)`` except the teacher-student targets,
+``(N,)``, as in Arbel et al. CIFAR10 and MNIST are in :mod:`itlin_core.datasets` (re-exported
+here as ``data.cifar10`` and ``data.mnist``).
+"""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
-from .mean_field import activation_pair
+from .activations import activation_pair
+# CIFAR10 and MNIST live in itlin_core.datasets; re-exported so that ``data.cifar10()`` reads
+# like the toy sets.
+from .datasets import ChecksumError, DatasetUnavailableError, cifar10, mnist, write_stand_in  # noqa: F401
 
 
 def single_index(key, n_train: int, n_test: int, d: int, link: str = "abs"):
@@ -53,9 +62,6 @@ def regression_1d(key, n_train: int, n_test: int, noise_std: float = 0.0, interv
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": f(x_test)}
 
 
-
-
-
 def quintic(x):
     """The 1-D target of paper 000 App. C.2.3: ``x^5 / 32 - x^3 / 2 + 2 x - 1``."""
     return x ** 5 / 32.0 - x ** 3 / 2.0 + 2.0 * x - 1.0
@@ -71,7 +77,6 @@ def quintic_data(n_train: int = 20, n_test: int = 1000, interval=(-3.5, 3.5)):
     x_train = jnp.linspace(lo, hi, n_train)[:, None]
     x_test = jnp.linspace(lo, hi, n_test)[:, None]
     return {"x_train": x_train, "y_train": quintic(x_train), "x_test": x_test, "y_test": quintic(x_test)}
-
 
 
 XOR_CENTRES = jnp.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
@@ -95,7 +100,7 @@ def teacher_student(key, n_train: int, n_test: int, d: int = 10, m_star: int = 5
     one-hidden-layer teacher of the student's form (003 eq. (2)),
     ``f*(x) = (1/M*) sum_j v*_j gamma(u*_j^T x)``, with ``M* = m_star`` units and all teacher
     weights standard Gaussian. ``activation``: ``"relu"`` or ``"silu"`` with temperature
-    ``beta`` (:func:`itlin_core.mean_field.activation_pair`).
+    ``beta`` (:func:`itlin_core.activations.activation_pair`).
 
     Returns a dict with ``x_train (n_train, d)``, ``y_train (n_train,)``, ``x_test``, ``y_test``
     and the teacher's ``u_star (m_star, d)``, ``v_star (m_star,)``.
@@ -114,7 +119,3 @@ def teacher_student(key, n_train: int, n_test: int, d: int = 10, m_star: int = 5
 
 
 __all__ = ["single_index", "regression_1d", "quintic", "quintic_data", "xor", "XOR_CENTRES", "teacher_student"]
-
-# CIFAR10 and MNIST (download, checksums, augmentation) live in itlin_core.datasets; the
-# loaders are re-exported here so that ``itlin_core.data.cifar10()`` reads like the toy sets.
-from .datasets import ChecksumError, DatasetUnavailableError, cifar10, mnist, write_stand_in  # noqa: E402,F401

@@ -1,7 +1,7 @@
-r"""CIFAR10 and MNIST: verified download, offline loading, and augmentation in JAX.
+r"""CIFAR10 and MNIST: verified download and offline loading (augmentation: :mod:`itlin_core.pipeline`).
 
-The image chapters (paper 000 Figs. 2-6, 8, 10, 11; paper 001 Fig. 1) train on CIFAR10 and
-MNIST. This module fetches the canonical archives once into a cache folder and loads them as
+The image chapters (Goldwaser and Ge, Figs. 2-6, 8, 10, 11, and Fig. 1 of their workshop
+paper) train on CIFAR10 and MNIST. This module fetches the canonical archives once into a cache folder and loads them as
 NumPy arrays::
 
     d = itlin_core.data.cifar10()      # x_train (50000, 32, 32, 3) uint8, y_train (50000,) int32, ...
@@ -16,7 +16,7 @@ MNIST: the four idx files ``train-images-idx3-ubyte.gz``, ``train-labels-idx1-ub
 **Integrity.** A download goes to ``<name>.part``, is hashed while it streams, and is renamed
 to its final name (an atomic ``os.replace``) only when its MD5 equals the canonical one
 (:data:`CHECKSUMS`, the values torchvision and the datasets' own pages publish); a mismatch
-deletes the ``.part`` file and tries the next mirror. A ``.part`` file left by an
+deletes the ``.part`` file and tries the next mirror (``itlin_core._download``). A ``.part`` file left by an
 interrupted run is never read: it is deleted before a new download. With ``verify=True``
 (default) files already on disk are checked against the same checksums (CIFAR10's extracted
 batches have their own canonical MD5s) and a mismatch raises :class:`ChecksumError` without
@@ -36,28 +36,23 @@ from __future__ import annotations
 
 import codecs
 import gzip
-import hashlib
-import http.client
-import io
 import os
 import pickle
 import re
 import shutil
 import struct
-import sys
 import tarfile
-import urllib.request
 from pathlib import Path
-from typing import Callable
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+
+from ._download import (CHUNK, ChecksumError, DatasetError, DatasetUnavailableError, data_root, default_data_dir,
+                        ensure)
+from ._download import check_file as _check_checksum
 
 __all__ = ["cifar10", "mnist", "default_data_dir", "DatasetError", "DatasetUnavailableError",
            "ChecksumError", "CHECKSUMS", "CIFAR10_URLS", "MNIST_MIRRORS", "read_idx",
-           "random_crop", "random_flip", "augment", "channel_stats", "normalise",
-           "augmented_minibatches", "write_stand_in", "IMAGE_SHAPES", "TRAIN_SIZES"]
+           "write_stand_in", "IMAGE_SHAPES", "TRAIN_SIZES"]
 
 #: The shape of one image (height, width, channels) of each data set.
 IMAGE_SHAPES = {"cifar10": (32, 32, 3), "mnist": (28, 28, 1)}
@@ -96,131 +91,6 @@ CHECKSUMS: dict[str, tuple[str, str]] = {
     "t10k-images-idx3-ubyte.gz": ("md5", "9fb629c4189551a2d022fa330f9573f3"),
     "t10k-labels-idx1-ubyte.gz": ("md5", "ec29112dd5afa0611ce80d1b7f02629c"),
 }
-
-_CHUNK = 1 << 20
-
-
-class DatasetError(RuntimeError):
-    """Base class of the data-loading errors below."""
-
-
-class DatasetUnavailableError(DatasetError):
-    """The data set is not on disk and could not be downloaded; the message says where to put
-    which file."""
-
-
-class ChecksumError(DatasetError):
-    """A file on disk does not have its canonical checksum (with ``verify=True``)."""
-
-
-# --------------------------------------------------------------------------- files and downloads
-
-def default_data_dir() -> Path:
-    """The cache folder: ``$ITLIN_DATA_DIR`` if set, else ``~/.cache/itlin_core``."""
-    env = os.environ.get("ITLIN_DATA_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "itlin_core"
-
-
-def _root(data_dir) -> Path:
-    return Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
-
-
-def _hash_file(path: Path, algorithm: str) -> str:
-    h = hashlib.new(algorithm)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _check_file(path: Path, name: str | None = None) -> None:
-    """Raise ChecksumError unless ``path`` has the canonical checksum of ``name``."""
-    name = name or path.name
-    algorithm, expected = CHECKSUMS[name]
-    got = _hash_file(path, algorithm)
-    if got != expected:
-        raise ChecksumError(
-            f"{path} has {algorithm.upper()} {got}, but the canonical {name} has {expected}. "
-            f"If it is a deliberate subset or stand-in, load it with verify=False; otherwise "
-            f"delete it and it will be downloaded again.")
-
-
-def _urlopen(url: str, timeout: float = 60.0):
-    """Open ``url`` for reading (the only function that touches the network; tests replace it)."""
-    request = urllib.request.Request(url, headers={"User-Agent": "itlin_core"})
-    return urllib.request.urlopen(request, timeout=timeout)
-
-
-def _progress(total: int | None, desc: str, mode: str | None):
-    """A byte progress bar following ``ITLIN_PROGRESS`` (as :func:`itlin_core.train` does)."""
-    mode = (mode or os.environ.get("ITLIN_PROGRESS", "auto")).lower()
-    if mode in ("off", "0", "false", "none"):
-        return None
-    kwargs = dict(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024)
-    if mode == "text":
-        from tqdm.std import tqdm
-        return tqdm(file=sys.stderr, mininterval=2.0, **kwargs)
-    from tqdm.auto import tqdm
-    return tqdm(**kwargs)
-
-
-def _download(urls, dest: Path, progress) -> list[str]:
-    """Download the first of ``urls`` whose bytes have the canonical checksum of ``dest.name``
-    to ``dest``. Returns ``[]`` on success, else one line per failed attempt."""
-    algorithm, expected = CHECKSUMS[dest.name]
-    part = dest.with_name(dest.name + ".part")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    failures = []
-    for url in urls:
-        part.unlink(missing_ok=True)  # a leftover from an interrupted run is never used
-        h = hashlib.new(algorithm)
-        try:
-            with _urlopen(url) as response, open(part, "wb") as out:
-                headers = getattr(response, "headers", None)
-                length = headers.get("Content-Length") if headers is not None else None
-                bar = _progress(int(length) if length else None, dest.name, progress)
-                try:
-                    for block in iter(lambda: response.read(_CHUNK), b""):
-                        out.write(block)
-                        h.update(block)
-                        if bar is not None:
-                            bar.update(len(block))
-                finally:
-                    if bar is not None:
-                        bar.close()
-                out.flush()
-                os.fsync(out.fileno())
-        except (OSError, http.client.HTTPException, ValueError) as e:  # URLError is an OSError
-            part.unlink(missing_ok=True)
-            failures.append(f"{url}: {e}")
-            continue
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
-        got = h.hexdigest()
-        if got != expected:
-            part.unlink(missing_ok=True)
-            failures.append(f"{url}: the download is corrupt or incomplete ({algorithm.upper()} {got}, "
-                            f"expected {expected}); it was deleted")
-            continue
-        os.replace(part, dest)
-        return []
-    return failures
-
-
-def _ensure(path: Path, urls, verify: bool, progress, where_to_put: str) -> Path:
-    """``path`` itself if it exists (checked when ``verify``), else downloaded and verified."""
-    if path.exists():
-        if verify:
-            _check_file(path)
-        return path
-    failures = _download(urls, path, progress)
-    if failures:
-        raise DatasetUnavailableError(
-            f"{path.name} is not in {path.parent} and could not be downloaded:\n  "
-            + "\n  ".join(failures) + f"\n{where_to_put}")
-    return path
-
 
 # --------------------------------------------------------------------------- CIFAR10
 
@@ -314,7 +184,7 @@ def _extract_cifar(archive: Path, root: Path) -> Path:
             target = folder / parts[1]
             tmp = target.with_name(target.name + ".part")
             with tar.extractfile(member) as src, open(tmp, "wb") as dst:
-                shutil.copyfileobj(src, dst, _CHUNK)
+                shutil.copyfileobj(src, dst, CHUNK)
             os.replace(tmp, target)
     return folder
 
@@ -350,19 +220,21 @@ def cifar10(data_dir=None, verify: bool = True, *, progress: str | None = None) 
       ChecksumError: ``verify=True`` and a file on disk differs from the canonical one.
       ValueError: a file is not in the CIFAR10 batch format.
     """
-    root = _root(data_dir)
+    root = data_root(data_dir)
     folder = _cifar_folder(root)
     if verify:
         train_names = CIFAR10_TRAIN
         names = (*CIFAR10_TRAIN, CIFAR10_TEST)
         if not all((folder / n).exists() for n in names):  # never extracted, or interrupted
-            archive = _ensure(root / CIFAR10_ARCHIVE, CIFAR10_URLS, True, progress, _cifar_where_to_put(root))
+            archive = ensure(root / CIFAR10_ARCHIVE, CIFAR10_URLS, CHECKSUMS[CIFAR10_ARCHIVE], True, progress,
+                             _cifar_where_to_put(root))
             folder = _extract_cifar(archive, root)
         for n in names:
-            _check_file(folder / n, n)
+            _check_checksum(folder / n, CHECKSUMS[n], n)
     else:
         if not (folder / CIFAR10_TEST).exists():
-            archive = _ensure(root / CIFAR10_ARCHIVE, CIFAR10_URLS, False, progress, _cifar_where_to_put(root))
+            archive = ensure(root / CIFAR10_ARCHIVE, CIFAR10_URLS, CHECKSUMS[CIFAR10_ARCHIVE], False, progress,
+                             _cifar_where_to_put(root))
             folder = _extract_cifar(archive, root)
         numbered = [(int(m.group(1)), p.name) for p in folder.iterdir()
                     if (m := re.fullmatch(r"data_batch_(\d+)", p.name))]
@@ -451,7 +323,7 @@ def mnist(data_dir=None, verify: bool = True, *, progress: str | None = None) ->
       DatasetUnavailableError, ChecksumError, ValueError: as :func:`cifar10` (ValueError also
       for a malformed idx file or image and label counts that differ).
     """
-    root = _root(data_dir)
+    root = data_root(data_dir)
     folder = _mnist_folder(root)
     arrays = {}
     for name in MNIST_FILES:
@@ -462,7 +334,7 @@ def mnist(data_dir=None, verify: bool = True, *, progress: str | None = None) ->
             hint = _mnist_where_to_put(folder)
             if verify and not gz.exists() and plain.exists():
                 hint += f" (An uncompressed {plain.name} is there, but it has no canonical checksum: pass verify=False to use it.)"
-            path = _ensure(gz, [m + gz.name for m in MNIST_MIRRORS], verify, progress, hint)
+            path = ensure(gz, [m + gz.name for m in MNIST_MIRRORS], CHECKSUMS[gz.name], verify, progress, hint)
         arrays[name] = read_idx(path)
     out = {}
     for split, prefix in (("train", "train"), ("test", "t10k")):
@@ -524,97 +396,3 @@ def write_stand_in(name: str, data_dir, n_train: int = 500, n_test: int = 100, *
             header = struct.pack(f">HBB{arr.ndim}I", 0, 0x08, arr.ndim, *arr.shape)
             (folder / f"{prefix}-{kind}-ubyte.gz").write_bytes(gzip.compress(header + arr.tobytes(), mtime=0))
     return folder
-
-
-# --------------------------------------------------------------------------- augmentation
-
-def _check_images(images):
-    if jnp.ndim(images) != 4:
-        raise ValueError(f"images must be a batch (N, H, W, C), got shape {jnp.shape(images)}.")
-
-
-def random_crop(key, images, padding: int = 4):
-    """Random translation: pad each image with ``padding`` zeros on every side and take a
-    window of the original size at an offset drawn uniformly from ``{0, ..., 2 padding}^2``,
-    independently per image (``vmap``). ``images``: (N, H, W, C). Jittable; pure in ``key``.
-
-    Zero is black for raw pixels, as in the usual CIFAR10 pipeline (pad, then normalise);
-    applied after :func:`normalise` the padding is the mean colour instead.
-    """
-    _check_images(images)
-    if padding < 0:
-        raise ValueError(f"padding must be >= 0, got {padding}.")
-    h, w, c = images.shape[1:]
-
-    def one(k, img):
-        padded = jnp.pad(img, ((padding, padding), (padding, padding), (0, 0)))
-        dy, dx = jax.random.randint(k, (2,), 0, 2 * padding + 1)
-        return jax.lax.dynamic_slice(padded, (dy, dx, 0), (h, w, c))
-
-    return jax.vmap(one)(jax.random.split(key, images.shape[0]), images)
-
-
-def random_flip(key, images):
-    """Mirror each image left-right (the width axis of NHWC) with probability 1/2,
-    independently per image. Jittable; pure in ``key``."""
-    _check_images(images)
-    flip = jax.random.bernoulli(key, 0.5, (images.shape[0],))
-    return jnp.where(flip[:, None, None, None], images[:, :, ::-1, :], images)
-
-
-def augment(key, images, padding: int = 4, flip: bool = True):
-    """The standard CIFAR10 augmentation (used by paper 000 Figs. 3 and 10): :func:`random_crop`
-    with ``padding`` then, if ``flip``, :func:`random_flip`; the two draws use independent
-    halves of ``key``. The same key gives the same images."""
-    k_crop, k_flip = jax.random.split(key)
-    out = random_crop(k_crop, images, padding) if padding else images
-    return random_flip(k_flip, out) if flip else out
-
-
-def channel_stats(images):
-    """Per-channel mean and standard deviation of ``images`` (N, H, W, C) on the [0, 1] scale
-    (uint8 pixels are divided by 255): ``(mean (C,), std (C,))``, the population standard
-    deviation. Accumulated in float64 over chunks of images, so CIFAR10's 50000 images never
-    exist as one float64 copy (1.2 GB)."""
-    images = np.asarray(images)
-    if images.ndim != 4 or images.shape[0] == 0:
-        raise ValueError(f"images must be a non-empty batch (N, H, W, C), got shape {images.shape}.")
-    scale = 255.0 if images.dtype == np.uint8 else 1.0
-    total = np.zeros(images.shape[-1])
-    for start in range(0, images.shape[0], 1000):
-        total += images[start:start + 1000].sum(axis=(0, 1, 2), dtype=np.float64)
-    count = images.size // images.shape[-1]
-    mean = total / count / scale
-    sq = np.zeros(images.shape[-1])
-    for start in range(0, images.shape[0], 1000):
-        sq += ((images[start:start + 1000] / scale - mean) ** 2).sum(axis=(0, 1, 2))
-    return mean, np.sqrt(sq / count)
-
-
-def normalise(images, mean, std, dtype=jnp.float32):
-    """``(x - mean) / std`` per channel, with uint8 pixels first mapped to [0, 1]. Use the
-    training set's :func:`channel_stats` for both training and test images."""
-    x = jnp.asarray(images)
-    scaled = x.astype(dtype) / 255.0 if x.dtype == jnp.uint8 else x.astype(dtype)
-    return (scaled - jnp.asarray(mean, dtype)) / jnp.asarray(std, dtype)
-
-
-def augmented_minibatches(key, x, y, batch_size: int, *, padding: int = 4, flip: bool = True,
-                          mean=None, std=None) -> Callable:
-    """Like :func:`itlin_core.minibatches` (a jittable ``i -> (x_b, y_b)``, a fresh permutation
-    each epoch), with :func:`augment` applied to each batch using the key ``fold_in(key, i)``
-    and then, if ``mean``/``std`` are given, :func:`normalise`. Batch ``i`` depends only on
-    ``key`` and ``i``, so a run resumed from step ``i`` sees exactly the batches of an
-    uninterrupted one. Keep ``x`` as uint8 (4x less memory) and pass the statistics."""
-    from .iterative import minibatches
-    k_perm, k_aug = jax.random.split(key)
-    base = minibatches(k_perm, x, y, batch_size)
-    if (mean is None) != (std is None):
-        raise ValueError("give both mean and std (to normalise) or neither.")
-
-    def batch(i):
-        xb, yb = base(i)
-        xb = augment(jax.random.fold_in(k_aug, i), xb, padding, flip)
-        return (normalise(xb, mean, std) if mean is not None else xb), yb
-
-    return batch

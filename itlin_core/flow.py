@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from ._linalg import psd_eigh
-from .linearise import _as_2d, empirical_ntk, kernel_matrix
+from .ntk import as_2d, empirical_ntk, kernel_matrix
 
 PyTree = Any
 
@@ -48,7 +48,7 @@ def _decay_factors(ev, t, cutoff):
 def _kernel_and_outputs(ntk, f0, name):
     """Kernel as a square matrix on flattened outputs, f0 as (N, O)."""
     f0 = jnp.asarray(f0)
-    f2 = _as_2d(f0)
+    f2 = as_2d(f0)
     n, o = f2.shape
     ntk = jnp.asarray(ntk)
     if ntk.ndim == 4:
@@ -80,9 +80,19 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
     Returns:
       ``(f_train_t, f_test_t)`` with a leading time axis when ``t`` is an array;
       ``f_test_t`` is ``None`` without test inputs. Shapes follow ``f0_train``/``f0_test``.
+
+    Examples:
+      With a one-point kernel ``Theta = 2`` the residual decays like ``exp(-2 t)``; at
+      ``t = inf`` the model interpolates the target:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> f_t, _ = ic.gradient_flow(jnp.array([[2.0]]), jnp.array([0.0]), jnp.array([1.0]), jnp.array([0.5, jnp.inf]))
+      >>> print(jnp.round(f_t[:, 0], 4))
+      [0.6321 1.    ]
     """
     kmat, f2, full = _kernel_and_outputs(ntk_train, f0_train, "ntk_train")
-    y2 = _as_2d(jnp.asarray(y_train))
+    y2 = as_2d(jnp.asarray(y_train))
     if y2.shape != f2.shape:
         raise ValueError(f"y_train must have the shape of f0_train {jnp.shape(f0_train)}, "
                          f"got {jnp.shape(y_train)}.")
@@ -96,7 +106,7 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
 
     if ntk_test_train is not None:
         f0t = jnp.asarray(f0_test)
-        ft2 = _as_2d(f0t)
+        ft2 = as_2d(f0t)
         kt = jnp.asarray(ntk_test_train)
         m = ft2.shape[0]
         if full:
@@ -141,8 +151,8 @@ def gradient_flow_params(apply_fn: Callable, params0: PyTree, x, y, t, *, rcond:
     At ``t = inf`` this is ``theta_0 - J^+ r``, the undamped Gauss-Newton step
     (:func:`itlin_core.gn_step` with ``lr=1``). ``t`` is a single time.
     """
-    out, pullback = jax.vjp(lambda p: _as_2d(apply_fn(p, x)), params0)
-    y2 = _as_2d(jnp.asarray(y))
+    out, pullback = jax.vjp(lambda p: as_2d(apply_fn(p, x)), params0)
+    y2 = as_2d(jnp.asarray(y))
     if y2.shape != out.shape:
         raise ValueError(f"y must match the model outputs {out.shape}, got {jnp.shape(y)}.")
     if jnp.ndim(t) != 0 or not (float(t) >= 0 or math.isinf(float(t))):
@@ -152,7 +162,7 @@ def gradient_flow_params(apply_fn: Callable, params0: PyTree, x, y, t, *, rcond:
     g = _decay_factors(ev, t, cutoff)
     a = vecs @ (g * (vecs.T @ (out - y2).reshape(-1)))
     (d,) = pullback(a.reshape(out.shape))
-    return jax.tree_util.tree_map(jnp.subtract, params0, d)
+    return jax.tree.map(jnp.subtract, params0, d)
 
 
 __all__ = ["gradient_flow", "gradient_flow_params"]

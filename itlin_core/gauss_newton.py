@@ -1,7 +1,7 @@
-r"""Gauss-Newton, damped Gauss-Newton and truncated Gauss-Newton (paper 000 §2.3, §3.3).
+r"""Gauss-Newton, damped Gauss-Newton and truncated Gauss-Newton (Goldwaser and Ge, §2.3, §3.3).
 
 For the squared error ``L = 1/2 ||f(theta, X) - Y||^2`` with residual ``r = f(theta, X) - Y``
-and Jacobian ``J`` (``N*O x P``), the damped Gauss-Newton direction is (000 eq. (10))
+and Jacobian ``J`` (``N*O x P``), the damped Gauss-Newton direction is (Goldwaser and Ge, eq. (10))
 
 .. math:: d = (J^\top J + \lambda I)^{-1} J^\top r = J^\top (J J^\top + \lambda I)^{-1} r .
 
@@ -10,7 +10,7 @@ over-parameterised networks ``N*O << P``, so we solve an ``N*O x N*O`` system wi
 empirical NTK ``J J^T`` instead of a ``P x P`` one, and apply ``J^T`` with one VJP.
 With ``lambda = 0`` the solve uses the pseudo-inverse of ``J J^T``, giving the
 minimum-norm step ``J^+ r``: the limit of gradient flow on the linearised model
-(000 Lemma 3.2.1 / App. B), which is also ``(J^T J)^{-1} J^T r`` whenever ``J^T J`` is invertible.
+(Goldwaser and Ge, Lemma 3.2.1 and App. B), which is also ``(J^T J)^{-1} J^T r`` whenever ``J^T J`` is invertible.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ._linalg import psd_eigh
+from ._linalg import kernel_solve
 from ._validate import check_damping
-from .iterative import linearised_objective, linearised_value_and_grad
-from .linearise import _as_2d, empirical_ntk, kernel_matrix, tree_vdot
+from .linearise import linearised_objective, linearised_value_and_grad, tree_vdot
+from .ntk import as_2d, empirical_ntk, kernel_matrix
 
 PyTree = Any
 
@@ -40,31 +40,10 @@ def _solve_dtype(dtype):
     return dtype
 
 
-def kernel_solve(kmat: jax.Array, rhs: jax.Array, damping=0.0, *, rcond: float | None = None) -> jax.Array:
-    r"""Solve ``(K + lambda I) a = rhs`` for a symmetric positive semi-definite ``K`` by ``eigh``.
-
-    ``damping`` is a number ``lambda >= 0`` or a callable ``eigenvalues -> lambda`` (eigenvalues
-    of ``K`` in ascending order, clipped at 0); e.g. paper 003's rule
-    ``lambda ev: jnp.maximum(1e-7, ev[0])`` (alpha = 1 times the smallest eigenvalue, floored).
-    Directions whose ``eigenvalue + lambda`` is below ``rcond * max eigenvalue`` (default
-    ``rcond = n * machine epsilon``) are dropped (pseudo-inverse), so an undamped,
-    numerically singular ``K`` gives the minimum-norm solution instead of infinities.
-    ``rhs`` may have extra trailing axes (several right-hand sides).
-    """
-    damping = check_damping(damping)
-    ev, vecs, cutoff = psd_eigh(kmat, rcond)
-    lam = damping(ev) if callable(damping) else damping
-    denom = ev + lam
-    keep = denom > cutoff
-    inv = jnp.where(keep, 1.0 / jnp.where(keep, denom, 1.0), 0.0)
-    coeff = vecs.T @ rhs
-    return vecs @ (inv.reshape((-1,) + (1,) * (coeff.ndim - 1)) * coeff)
-
-
 def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve_dtype=None,
                  rcond: float | None = None, ntk_batch_size: int | None = None,
                  ntk_method: str = "implicit", ntk_fn: Callable | None = None) -> PyTree:
-    r"""Damped Gauss-Newton direction ``(J^T J + lambda I)^{-1} J^T (f(x) - y)`` (000 eq. (10)).
+    r"""Damped Gauss-Newton direction ``(J^T J + lambda I)^{-1} J^T (f(x) - y)`` (Goldwaser and Ge, eq. (10)).
 
     Computed in kernel form ``J^T (J J^T + lambda I)^{-1} r`` (see the module docstring):
     the empirical NTK with all output blocks (:func:`itlin_core.empirical_ntk` with
@@ -93,8 +72,8 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
     """
     check_damping(damping)
     dtype = _solve_dtype(solve_dtype)
-    out, pullback = jax.vjp(lambda p: _as_2d(apply_fn(p, x)), params)
-    y2 = _as_2d(jnp.asarray(y))
+    out, pullback = jax.vjp(lambda p: as_2d(apply_fn(p, x)), params)
+    y2 = as_2d(jnp.asarray(y))
     if y2.shape != out.shape:
         raise ValueError(
             f"targets y must match the model outputs: outputs have shape {out.shape}, "
@@ -117,13 +96,38 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
 
 
 def gn_step(apply_fn: Callable, params: PyTree, x, y, lr: float = 1.0, damping=0.0, **kwargs) -> PyTree:
-    """One (damped) Gauss-Newton update ``params - lr * gn_direction(...)`` (000 Alg. 1, eq. (10)).
+    """One (damped) Gauss-Newton update ``params - lr * gn_direction(...)`` (Goldwaser and Ge,
+    Alg. 1, eq. (10)).
 
     ``lr = 1, damping = 0`` is the full Gauss-Newton step, which lands on the minimum-norm
     minimiser of the linearised squared error. Keyword arguments go to :func:`gn_direction`.
+
+    Examples:
+      For a model that is linear in its parameters, one undamped step solves least squares
+      exactly (here the two points lie on the line ``y = 1 + 2 x``):
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> x, y = jnp.array([0.0, 1.0]), jnp.array([1.0, 3.0])
+      >>> line = lambda p, x: p["a"] + p["b"] * x
+      >>> p = ic.gn_step(line, {"a": jnp.zeros(()), "b": jnp.zeros(())}, x, y)
+      >>> print(round(float(p["a"]), 5), round(float(p["b"]), 5))
+      1.0 2.0
     """
     d = gn_direction(apply_fn, params, x, y, damping, **kwargs)
-    return jax.tree_util.tree_map(lambda p, di: p - lr * di, params, d)
+    return optax.tree_utils.tree_add_scale(params, -lr, d)
+
+
+def gn_iterate(apply_fn: Callable, params: PyTree, x, y, num_steps: int, *, lr: float = 1.0, damping=0.0,
+               **kwargs) -> PyTree:
+    """``num_steps`` (damped) Gauss-Newton updates from ``params`` (:func:`gn_step`), as one
+    ``lax.scan``; returns the final parameters. Jittable and vmappable (e.g. over dampings or
+    initialisations). Keyword arguments go to :func:`gn_direction`."""
+    if isinstance(num_steps, bool) or int(num_steps) != num_steps or num_steps < 0:
+        raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}.")
+    check_damping(damping)
+    body = lambda p, _: (gn_step(apply_fn, p, x, y, lr=lr, damping=damping, **kwargs), None)
+    return jax.lax.scan(body, params, None, length=int(num_steps))[0]
 
 
 class TGNResult(NamedTuple):
@@ -133,7 +137,7 @@ class TGNResult(NamedTuple):
       params: the approximate minimiser of the (proximal) linearised objective.
       num_steps: inner optimiser steps taken.
       grad_norm_ratio: ``||grad|| / ||grad at the anchor||`` at the end (the tolerance
-        ``beta`` of 000 Algorithm 2 is a bound on this ratio).
+        ``beta`` of Goldwaser and Ge's Algorithm 2 is a bound on this ratio).
       objective: the linearised objective at ``params``.
     """
 
@@ -146,14 +150,14 @@ class TGNResult(NamedTuple):
 def tgn_step(apply_fn: Callable, params: PyTree, x, y, *, loss_fn: Callable,
              optimizer: optax.GradientTransformation, num_steps: int, damping: float = 0.0,
              rtol: float = 0.0) -> TGNResult:
-    r"""Truncated Gauss-Newton step (000 Algorithm 2, §3.2, §4.3): linearise at ``params`` and
+    r"""Truncated Gauss-Newton step (Goldwaser and Ge, Algorithm 2, §3.2, §4.3): linearise at ``params`` and
     minimise the convex linearised objective approximately with an optax optimiser,
 
     .. math:: \min_\theta\; \ell\big(f^{\mathrm{lin}}(\theta, X), Y\big) + \tfrac{\lambda}{2}\|\theta - \theta_s\|^2,
 
     stopping after ``num_steps`` inner steps or once ``||grad|| <= rtol * ||grad at theta_s||``,
     whichever comes first (a ``lax.while_loop``). With the squared error and ``rtol -> 0`` this
-    is the damped GN step (000 eq. (10)); with softmax cross-entropy it is the paper's
+    is the damped GN step (eq. (10)); with softmax cross-entropy it is the paper's
     "solve the convex problem with Adam" baseline (Figs. 3, 8, 9 bottom).
     """
     check_damping(damping)
@@ -189,11 +193,12 @@ def tgn_step(apply_fn: Callable, params: PyTree, x, y, *, loss_fn: Callable,
 
 
 def damping_min_eigenvalue(alpha: float = 1.0, floor: float = 1e-7) -> Callable:
-    """Paper 003's damping rule ``lambda = max(floor, alpha * smallest eigenvalue of J J^T)``
+    """Arbel et al.'s damping rule ``lambda = max(floor, alpha * smallest eigenvalue of J J^T)``
     as a callable for ``gn_direction(..., damping=...)``."""
     if alpha < 0 or floor < 0:
         raise ValueError(f"alpha and floor must be >= 0, got alpha={alpha!r}, floor={floor!r}.")
     return lambda ev: jnp.maximum(floor, alpha * ev[0])
 
 
-__all__ = ["gn_direction", "gn_step", "kernel_solve", "tgn_step", "TGNResult", "damping_min_eigenvalue"]
+__all__ = ["gn_direction", "gn_step", "gn_iterate", "kernel_solve", "tgn_step", "TGNResult",
+           "damping_min_eigenvalue"]

@@ -1,9 +1,12 @@
-"""Linearisation of a network in its parameters, and the empirical NTK.
+r"""Linearisation of a network in its parameters, and the loss of the linearised model.
 
-Notation (paper 000, §2.1): ``f(theta, x)`` is the network, ``theta_s`` the
-anchor (the parameters at the last relinearisation) and
-``phi_s = d f(theta_s, X) / d theta`` the Jacobian, whose rows are the
-*features* of the linearised model.
+Notation (Goldwaser and Ge, §2.1): ``f(theta, x)`` is the network, ``theta_s`` the *anchor*
+(the parameters at the last relinearisation) and ``J_s = d f(theta_s, X) / d theta`` the
+Jacobian, whose rows are the *features* of the linearised model
+
+.. math:: f^{\mathrm{lin}}_s(\theta, x) = f(\theta_s, x) + J_s(x)\,(\theta - \theta_s).
+
+Parameters are pytrees; ``tree_sub`` and ``tree_vdot`` are optax's (``optax.tree_utils``).
 """
 
 from __future__ import annotations
@@ -11,21 +14,18 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
+import optax
+
+from ._validate import check_damping, check_microbatch
+from .pipeline import split_microbatches
 
 PyTree = Any
 
-
-def tree_sub(a: PyTree, b: PyTree) -> PyTree:
-    """Leafwise ``a - b`` for two pytrees of the same structure."""
-    return jax.tree_util.tree_map(jnp.subtract, a, b)
-
-
-def tree_vdot(a: PyTree, b: PyTree) -> jax.Array:
-    """Euclidean inner product ``<a, b>`` of two pytrees (summed over all leaves)."""
-    leaves = jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda u, v: jnp.vdot(u, v), a, b))
-    return sum(leaves, jnp.zeros(()))
+#: Leafwise ``a - b`` of two pytrees of the same structure (``optax.tree_utils.tree_sub``).
+tree_sub = optax.tree_utils.tree_sub
+#: Euclidean inner product ``<a, b>`` of two pytrees, summed over leaves (``optax.tree_utils.tree_vdot``).
+tree_vdot = optax.tree_utils.tree_vdot
 
 
 def linearise(apply_fn: Callable, params_s: PyTree) -> Callable:
@@ -35,7 +35,7 @@ def linearise(apply_fn: Callable, params_s: PyTree) -> Callable:
 
     .. math:: f^{\mathrm{lin}}_s(\theta, x) = f(\theta_s, x) + J(\theta_s, x)\,(\theta - \theta_s),
 
-    paper 000 eq. (1) (and the bracketed term of eq. (8)). The Jacobian-vector
+    Goldwaser and Ge, eq. (1) (and the bracketed term of eq. (8)). The Jacobian-vector
     product is computed with :func:`jax.jvp` (forward mode), so the Jacobian is
     never materialised: one call costs about one forward pass plus its tangent.
     Gradients of ``apply_lin`` with respect to ``params`` are ``J^T v``
@@ -47,96 +47,121 @@ def linearise(apply_fn: Callable, params_s: PyTree) -> Callable:
 
     Returns:
       ``apply_lin(params, x, *args)`` with the signature of ``apply_fn``.
+
+    Examples:
+      The linearisation of ``sin`` at 0 is the identity, and it is exact at the anchor:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> f = lambda theta, x: jnp.sin(theta * x)
+      >>> f_lin = ic.linearise(f, 0.0)
+      >>> print(f_lin(0.5, jnp.array([1.0, 2.0])))
+      [0.5 1. ]
+      >>> print(f_lin(0.0, jnp.array([1.0, 2.0])))
+      [0. 0.]
     """
 
     def apply_lin(params, *args, **kwargs):
         delta = tree_sub(params, params_s)
         f_s, jvp_out = jax.jvp(lambda p: apply_fn(p, *args, **kwargs), (params_s,), (delta,))
-        return jax.tree_util.tree_map(jnp.add, f_s, jvp_out)
+        return jax.tree.map(jnp.add, f_s, jvp_out)
 
     return apply_lin
 
 
-def _as_2d(out: jax.Array) -> jax.Array:
-    """Outputs as (N, O): a vector of N scalars becomes (N, 1)."""
-    return out[:, None] if out.ndim == 1 else out.reshape(out.shape[0], -1)
+def _number_damping(damping):
+    check_damping(damping)
+    if callable(damping):
+        raise ValueError("damping of a linearised objective must be a number, not a callable.")
+    return isinstance(damping, (int, float)) and damping == 0
 
 
-def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, full: bool = False,
-                  batch_size: int | None = None, method: str = "implicit") -> jax.Array:
-    r"""Empirical neural tangent kernel ``J(x1) J(x2)^T`` at ``params``.
+def linearised_objective(apply_fn: Callable, loss_fn: Callable, damping=0.0) -> Callable:
+    r"""The loss of the model linearised at an anchor, optionally with a proximal term.
 
-    .. math:: \hat\Theta(x_1, x_2)_{ij} = \sum_o \Big\langle \frac{\partial f_o(\theta, x_{1,i})}{\partial\theta},
-              \frac{\partial f_o(\theta, x_{2,j})}{\partial\theta} \Big\rangle
+    Returns ``objective(params, anchor, x, y) -> (loss, outputs)`` with
 
-    paper 000 eq. (5). For vector outputs the default sums over the output axis
-    (the trace of the per-output block, as in the papers' plots); ``full=True``
-    returns every block, shape ``(N1, N2, O, O)``, which is the kernel that
-    Gauss-Newton and the gradient flow of a vector-output model need.
+    .. math:: \mathcal L_s(\theta) = \ell\big(f^{\mathrm{lin}}_s(\theta, X), Y\big)
+              + \tfrac{\lambda}{2}\|\theta - \theta_s\|^2 .
 
-    Numerical choice: no Jacobian is formed. The columns ``J(x2)^T e_j`` are
-    pulled back with one ``vjp`` (vmapped over the ``N2*O`` unit cotangents)
-    and pushed forward through ``J(x1)`` with ``jvp``; ``batch_size`` bounds
-    how many columns are alive at once (``lax.map``), which bounds memory at
-    ``batch_size * P`` numbers instead of ``N2*O*P``.
-
-    Args:
-      apply_fn: ``apply_fn(params, x) -> (N,)`` or ``(N, O)`` outputs.
-      params: where the kernel is evaluated.
-      x1, x2: inputs (leading axis = examples); ``x2=None`` means ``x1``.
-      full: return the ``(N1, N2, O, O)`` blocks instead of the trace ``(N1, N2)``.
-      batch_size: columns per chunk (``None``: all at once); implicit method only.
-      method: ``"implicit"`` (default, no Jacobian) or ``"jacobian"`` (explicit Jacobians).
-
-    Returns:
-      ``(N1, N2)`` or, with ``full=True``, ``(N1, N2, O, O)``.
+    With ``ell = 1/2 ||.||^2`` its minimiser is the damped Gauss-Newton step
+    (Goldwaser and Ge, eq. (10) and §3.3; the paper writes the objective without the
+    factors 1/2, which does not change the minimiser).
     """
-    if method not in ("implicit", "jacobian"):
-        raise ValueError(f"method must be 'implicit' or 'jacobian', got {method!r}.")
-    if x2 is None:
-        x2 = x1
-    if method == "jacobian":
-        j1, j2 = flat_jacobian(apply_fn, params, x1), flat_jacobian(apply_fn, params, x2)
-        n1, n2 = _as_2d(apply_fn(params, x1)).shape[0], _as_2d(apply_fn(params, x2)).shape[0]
-        o = j1.shape[0] // n1
-        blocks = (j1 @ j2.T).reshape(n1, o, n2, o).transpose(0, 2, 1, 3)
-        return blocks if full else jnp.trace(blocks, axis1=2, axis2=3)
-    f1 = lambda p: _as_2d(apply_fn(p, x1))
-    f2 = lambda p: _as_2d(apply_fn(p, x2))
-    out2, pullback = jax.vjp(f2, params)
-    n2, o = out2.shape
-    eye = jnp.eye(n2 * o, dtype=out2.dtype).reshape(n2 * o, n2, o)
+    undamped = _number_damping(damping)
 
-    def column(cot):  # J1 J2^T cot, for one cotangent on x2's outputs
-        (g,) = pullback(cot)
-        return jax.jvp(f1, (params,), (g,))[1]  # (N1, O)
+    def objective(params, anchor, x, y):
+        outputs = linearise(apply_fn, anchor)(params, x)
+        loss = loss_fn(outputs, y)
+        if not undamped:
+            delta = tree_sub(params, anchor)
+            loss = loss + 0.5 * damping * tree_vdot(delta, delta)
+        return loss, outputs
 
-    if batch_size is None:
-        cols = jax.vmap(column)(eye)
-    else:
-        cols = jax.lax.map(column, eye, batch_size=batch_size)
-    # cols[j2*O + o2, i1, o1] = <d f_{o1}(x1_i1), d f_{o2}(x2_j2)>
-    blocks = cols.reshape(n2, o, -1, o).transpose(2, 0, 3, 1)  # (N1, N2, O1, O2)
-    if full:
-        return blocks
-    return jnp.trace(blocks, axis1=2, axis2=3)
+    return objective
 
 
-def kernel_matrix(ntk_full: jax.Array) -> jax.Array:
-    """Reshape full NTK blocks ``(N1, N2, O, O)`` to the ``(N1*O, N2*O)`` matrix ``J1 J2^T``
-    acting on outputs flattened example-major (``f.reshape(-1)`` of an ``(N, O)`` array)."""
-    if ntk_full.ndim != 4:
-        raise ValueError(f"expected NTK blocks of shape (N1, N2, O, O), got shape {ntk_full.shape}.")
-    n1, n2, o1, o2 = ntk_full.shape
-    return ntk_full.transpose(0, 2, 1, 3).reshape(n1 * o1, n2 * o2)
+def linearised_value_and_grad(apply_fn: Callable, loss_fn: Callable, damping=0.0, *,
+                              microbatch: int | None = None, loss_reduction: str = "mean") -> Callable:
+    r"""Value and parameter gradient of :func:`linearised_objective`, computed directly.
+
+    Returns ``vg(params, anchor, x, y) -> (loss, grads)``. With ``f_lin = f_s + J delta`` and
+    ``g = d loss / d outputs`` at ``f_lin``, the gradient is ``J^T g + lambda delta``.
+    Numerical choice: :func:`jax.linearize` evaluates the network once at the anchor and keeps
+    what the tangent map needs; ``J delta`` is that map applied to ``delta``, and ``J^T g`` its
+    transpose (:func:`jax.linear_transpose`). This is the arithmetic minimum (one forward, one
+    tangent, one backward pass) and measured about 7% faster than reverse-mode differentiation
+    through a ``jax.jvp`` for LeNet-50 on CPU (``python -m itlin_core.book.bench``).
+
+    ``microbatch``: split the batch into chunks of this many examples
+    (:func:`itlin_core.split_microbatches`) and accumulate the loss and gradient over them with
+    ``lax.scan`` (the batch size must be a multiple of it). Memory then grows with the chunk,
+    not the batch, which is what makes full-batch steps on tens of thousands of images fit on
+    one GPU (Goldwaser and Ge, Fig. 11). ``loss_reduction`` says how the loss combines
+    examples, and so how chunks combine: ``"mean"`` (e.g. :func:`itlin_core.softmax_cross_entropy`;
+    the mean of equal-sized chunks' means is the batch mean) or ``"sum"`` (e.g.
+    :func:`itlin_core.squared_error`, the papers' summed squared error). With the right one the
+    result is the whole batch's, up to rounding. It is not for a model whose output for one
+    example depends on the others in the batch (BatchNorm with batch statistics): each chunk
+    would be normalised by its own statistics.
+    """
+    undamped = _number_damping(damping)
+    microbatch = check_microbatch(microbatch)
+    if loss_reduction not in ("mean", "sum"):
+        raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}.")
+
+    def loss_and_grad(delta, anchor, x, y):
+        f_s, f_jvp = jax.linearize(lambda p: apply_fn(p, x), anchor)
+        outputs = jax.tree.map(jnp.add, f_s, f_jvp(delta))
+        loss, g_out = jax.value_and_grad(lambda o: loss_fn(o, y))(outputs)
+        (grads,) = jax.linear_transpose(f_jvp, delta)(g_out)
+        return loss, grads
+
+    def chunked(delta, anchor, x, y):
+        chunks = split_microbatches((x, y), microbatch)
+
+        def body(acc, xy):
+            loss, grads = loss_and_grad(delta, anchor, *xy)
+            return (acc[0] + loss, jax.tree.map(jnp.add, acc[1], grads)), None
+
+        first = jax.tree.map(lambda a: a[0], chunks)
+        shapes = jax.eval_shape(lambda xy: loss_and_grad(delta, anchor, *xy), first)
+        zero = jax.tree.map(lambda sd: jnp.zeros(sd.shape, sd.dtype), shapes)
+        (loss, grads), _ = jax.lax.scan(body, zero, chunks)
+        if loss_reduction == "sum":
+            return loss, grads
+        c = jax.tree.leaves(chunks)[0].shape[0]
+        return loss / c, jax.tree.map(lambda g: g / c, grads)
+
+    def value_and_grad(params, anchor, x, y):
+        delta = tree_sub(params, anchor)
+        loss, grads = (loss_and_grad if microbatch is None else chunked)(delta, anchor, x, y)
+        if not undamped:
+            loss = loss + 0.5 * damping * tree_vdot(delta, delta)
+            grads = jax.tree.map(lambda g, d: g + damping * d, grads, delta)
+        return loss, grads
+
+    return value_and_grad
 
 
-def flat_jacobian(apply_fn: Callable, params: PyTree, x) -> jax.Array:
-    """The explicit Jacobian ``J`` of the flattened outputs with respect to the
-    flattened parameters, shape ``(N*O, P)``. Only for small problems and for
-    teaching (the rest of the package never forms it)."""
-    flat, unravel = jax.flatten_util.ravel_pytree(params)
-    return jax.jacrev(lambda v: _as_2d(apply_fn(unravel(v), x)).reshape(-1))(flat)
-
-
-__all__ = ["linearise", "empirical_ntk", "kernel_matrix", "flat_jacobian", "tree_sub", "tree_vdot"]
+__all__ = ["linearise", "linearised_objective", "linearised_value_and_grad", "tree_sub", "tree_vdot"]

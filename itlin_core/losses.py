@@ -1,15 +1,14 @@
 """Losses, written as ``loss_fn(outputs, targets) -> scalar``.
 
-Convention (DESIGN.md §3): the squared error is the papers'
-``L = 1/2 ||f(X) - Y||^2``, a *sum* over examples and outputs, so that
-gradient descent with learning rate ``eta`` for ``n`` steps approximates the
-gradient flow of :func:`itlin_core.gradient_flow` at time ``t = eta * n``.
+Convention: the squared error is the papers' ``L = 1/2 ||f(X) - Y||^2``, a *sum* over
+examples and outputs (not a mean), so that gradient descent with learning rate ``eta`` for
+``n`` steps approximates the gradient flow of :func:`itlin_core.gradient_flow` at time
+``t = eta * n``, and Gauss-Newton and the flow use the same ``L``.
 Softmax and cross-entropy stay in the loss, outside any linearisation
-(paper 000 §3 and App. A): the linearised model produces logits.
+(Goldwaser and Ge, §3 and App. A): the linearised model produces logits.
 """
 
 from __future__ import annotations
-
 
 import jax.numpy as jnp
 import optax
@@ -28,7 +27,7 @@ def _matched(outputs, targets):
 
 
 def squared_error(outputs, targets):
-    r"""Half the summed squared error, :math:`\tfrac12\|f(X) - Y\|^2` (paper 000 §2.2)."""
+    r"""Half the summed squared error, :math:`\tfrac12\|f(X) - Y\|^2` (Goldwaser and Ge, §2.2)."""
     outputs, targets = _matched(outputs, targets)
     return 0.5 * jnp.sum((outputs - targets) ** 2)
 

@@ -21,8 +21,8 @@ so the chapter's fast GN step is still the generic kernel-form step with a faste
 
 **Loss and step-size convention.** Paper 003 minimises ``L = 1/(2N) sum (f - y)^2`` and takes
 GN steps ``w - lr (J^T J + eps I)^{-1} J^T grad_f L`` with ``grad_f L = (f - y) / N`` (its
-eq. (4) with ``H = I``). The book's GN convention is the sum loss ``1/2 ||f - y||^2``
-(DESIGN §3), so paper 003's step size ``lr`` is ``lr / N`` in :func:`itlin_core.gn_step`; the
+eq. (4) with ``H = I``). The package's GN convention is the sum loss ``1/2 ||f - y||^2``
+(:mod:`itlin_core.losses`), so paper 003's step size ``lr`` is ``lr / N`` in :func:`itlin_core.gn_step`; the
 functions here take paper 003's ``lr`` and do that conversion, so the numbers in the chapters
 are the paper's. The damping is 003's eq. (5) with ``alpha = 1``, floored at ``1e-7``.
 """
@@ -34,30 +34,12 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from .activations import activation_pair
 from .gauss_newton import damping_min_eigenvalue, gn_step
 from .models import Model
 
+#: The activations of the mean-field chapters (any name of :mod:`itlin_core.activations` works).
 ACTIVATIONS = ("relu", "silu")
-
-
-def activation_pair(name: str = "relu", beta: float = 1.0):
-    r"""``(gamma, gamma')`` for ``"relu"`` or ``"silu"`` with temperature ``beta``,
-    ``SiLU_beta(z) = z sigmoid(beta z)`` (003 §3.1; it tends to ReLU as ``beta -> inf``)."""
-    if name == "relu":
-        return jax.nn.relu, lambda z: (z > 0).astype(z.dtype)
-    if name == "silu":
-        if not beta > 0:
-            raise ValueError(f"the SiLU temperature beta must be > 0, got {beta!r}.")
-
-        def silu(z):
-            return z * jax.nn.sigmoid(beta * z)
-
-        def dsilu(z):
-            s = jax.nn.sigmoid(beta * z)
-            return s + beta * z * s * (1.0 - s)
-
-        return silu, dsilu
-    raise ValueError(f"unknown activation {name!r}; use one of {ACTIVATIONS}.")
 
 
 def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "relu",
@@ -134,10 +116,10 @@ def make_gd_step(net: Model, x, y) -> Callable:
     grad = jax.grad(lambda p: 0.5 * jnp.mean((net.apply(p, x) - y) ** 2))
 
     def step(params, lr):
-        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grad(params))
+        return jax.tree.map(lambda p, g: p - lr * g, params, grad(params))
 
     return step
 
 
-__all__ = ["ACTIVATIONS", "activation_pair", "mean_field_net", "hidden_features", "mean_field_ntk",
+__all__ = ["ACTIVATIONS", "mean_field_net", "hidden_features", "mean_field_ntk",
            "make_gn_step", "make_gd_step"]

@@ -1,10 +1,13 @@
-"""Measures of how much the features (and the kernel they define) have changed."""
+"""Measures of how much the features (and the kernel they define) have changed, and of how good
+they are: kernel distance, feature alignment, weighted cosine distance, least-squares re-fits of
+the last layer and linear probes. Each takes arrays and returns a scalar or a small dict; the
+least-squares solves share the eigen-solve of :func:`itlin_core.kernel_solve`."""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .gauss_newton import kernel_solve
+from ._linalg import kernel_solve
 
 
 def kernel_distance(k1, k2):
@@ -67,9 +70,9 @@ def min_norm_readout(features, y, rcond=None):
     With ``M >= N`` and independent rows this interpolates, ``Phi v = y``, and among all
     interpolating ``v`` it has the smallest norm. Computed in kernel form (an ``N x N`` ``eigh``
     with the relative cut-off ``rcond`` of :func:`itlin_core.kernel_solve`), which is also what
-    keeps it accurate when the features are tiny (003's ``tau0 = 1e-3``): the cut-off is relative
-    to the largest eigenvalue, so a global rescaling of ``Phi`` only rescales ``v``. Use float64
-    there (DESIGN §3).
+    keeps it accurate when the features are tiny (Arbel et al.'s ``tau0 = 1e-3``): the cut-off is
+    relative to the largest eigenvalue, so a global rescaling of ``Phi`` only rescales ``v``. Use
+    float64 there: with hidden features of order 1e-3, float32 loses the digits of the re-fit.
     """
     features, y = jnp.asarray(features), jnp.asarray(y)
     if features.ndim != 2 or y.shape[0] != features.shape[0]:
@@ -83,10 +86,6 @@ def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
     return the test loss ``1/(2 N_test) sum (Phi_test v - y_test)^2`` (003's mean loss)."""
     v = min_norm_readout(features_train, y_train, rcond)
     return 0.5 * jnp.mean((jnp.asarray(features_test) @ v - jnp.asarray(y_test)) ** 2)
-
-
-__all__ = ["kernel_distance", "feature_alignment", "weighted_cosine_distance", "min_norm_readout",
-           "refit_test_loss"]
 
 
 def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float = 1e-3,
@@ -147,4 +146,5 @@ def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float
             "test_accuracy": jnp.mean(predict(fte) == y_test)}
 
 
-__all__ += ["linear_probe"]
+__all__ = ["kernel_distance", "feature_alignment", "weighted_cosine_distance", "min_norm_readout",
+           "refit_test_loss", "linear_probe"]

@@ -1,8 +1,10 @@
 """Models as pure ``(init, apply)`` pairs over pytrees of arrays, in plain JAX.
 
-``params = model.init(key)``; ``outputs = model.apply(params, x)`` with a leading batch axis.
-Plain functions (no framework) keep the linearisation transparent: ``linearise`` and
-``empirical_ntk`` see exactly the parameters a reader sees.
+Conventions: ``params = model.init(key)``; ``outputs = model.apply(params, x)`` with a leading
+batch axis; images are NHWC. Plain functions (no framework) keep the linearisation transparent:
+``linearise`` and ``empirical_ntk`` see exactly the parameters a reader sees. Models whose
+hidden representations are probed also have ``features(params, x, layer) -> (N, D)``
+(:class:`FeatureModel`). Activations are named as in :mod:`itlin_core.activations`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from typing import Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+
+from .activations import activation as _activation
 
 
 class Model(NamedTuple):
@@ -20,18 +25,6 @@ class Model(NamedTuple):
 
     init: Callable
     apply: Callable
-
-
-_ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "gelu": jax.nn.gelu, "silu": jax.nn.silu,
-                "erf": jax.scipy.special.erf, "identity": lambda z: z}
-
-
-def _activation(activation):
-    if callable(activation):
-        return activation
-    if activation not in _ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; use one of {sorted(_ACTIVATIONS)} or a callable.")
-    return _ACTIVATIONS[activation]
 
 
 def mlp(layer_sizes: Sequence[int], activation="relu", *, parameterisation: str = "standard",
@@ -121,9 +114,7 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
         return params
 
     def apply(params, x):
-        y = _max_pool(jax.nn.relu(_conv(x, params["conv1"]["w"], params["conv1"]["b"])))
-        y = _max_pool(jax.nn.relu(_conv(y, params["conv2"]["w"], params["conv2"]["b"])))
-        y = y.reshape(y.shape[0], -1)
+        y = lenet50_features(params, x, 2)
         for i, layer in enumerate(params["dense"]):
             y = y @ layer["w"] + layer["b"]
             if i < len(params["dense"]) - 1:
@@ -136,12 +127,12 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
 def lenet50_features(params, x, layer: int):
     """The hidden representation of a :func:`lenet50` network that a linear probe reads (paper
     000 Fig. 5): block ``layer`` (1: first convolution, ReLU and pooling, 14x14x50 on CIFAR10;
-    2: the second, 5x5x50), flattened to ``(N, D)``. The same operations as ``apply``."""
+    2: the second, 5x5x50), flattened to ``(N, D)``; ``apply`` continues from block 2."""
     if layer not in (1, 2):
         raise ValueError(f"layer must be 1 or 2 (LeNet-50's two convolutional blocks), got {layer!r}.")
-    y = _max_pool(jax.nn.relu(_conv(x, params["conv1"]["w"], params["conv1"]["b"])))
-    if layer == 2:
-        y = _max_pool(jax.nn.relu(_conv(y, params["conv2"]["w"], params["conv2"]["b"])))
+    y = x
+    for name in ("conv1", "conv2")[:layer]:
+        y = _max_pool(jax.nn.relu(_conv(y, params[name]["w"], params[name]["b"])))
     return y.reshape(y.shape[0], -1)
 
 
@@ -275,11 +266,8 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
 
 
 def count_params(params) -> int:
-    """Number of scalar parameters in a pytree."""
-    return sum(int(a.size) for a in jax.tree_util.tree_leaves(params))
-
-
-
+    """Number of scalar parameters in a pytree (``optax.tree_utils.tree_size``)."""
+    return int(optax.tree_utils.tree_size(params))
 
 
 def centred(apply_fn: Callable, params0, scale: float = 1.0) -> Callable:
@@ -296,7 +284,6 @@ def centred(apply_fn: Callable, params0, scale: float = 1.0) -> Callable:
         return scale * (apply_fn(params, x) - apply_fn(params0, x))
 
     return apply
-__all__ = ["Model", "mlp", "lenet50", "lenet50_features", "resnet18", "count_params", "centred"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -367,4 +354,5 @@ def small_cnn(num_classes: int = 10, input_shape=(8, 8, 1), channels=(16, 32), d
     return FeatureModel(init, apply, features)
 
 
-__all__ += ["FeatureModel", "small_cnn"]
+__all__ = ["Model", "FeatureModel", "mlp", "lenet50", "lenet50_features", "resnet18", "small_cnn",
+           "count_params", "centred"]

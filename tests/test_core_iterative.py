@@ -229,10 +229,8 @@ def test_loss_every_bad_values_raise():
     for bad in (0, -2, 2.5):
         with pytest.raises(ValueError, match="loss_every"):
             ic.train(step, t0, None, 10, loss_every=bad)
-    with pytest.raises(ValueError, match="multiples of loss_every"):
+    with pytest.raises(ValueError, match="multiple of loss_every"):
         ic.train(step, t0, None, 10, eval_every=5, loss_every=3)
-    with pytest.raises(ValueError, match="multiples of loss_every"):
-        ic.train(step, t0, None, 10, eval_every=6, start_step=4, loss_every=3)
 
 
 def test_loss_every_survives_checkpoint_and_resume(tmp_path):
@@ -240,9 +238,9 @@ def test_loss_every_survives_checkpoint_and_resume(tmp_path):
     before the interruption at step 12, run 1 after it."""
     step, t0 = counting_step([7, 15])
     kw = dict(checkpoint_every=6, eval_every=3, loss_every=3, on_nonfinite="ignore")
-    _, whole = ic.train_with_checkpoints(step, t0, None, 20, checkpoint_path=tmp_path / "a.npz", **kw)
-    ic.train_with_checkpoints(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz", stop_at=12, **kw)
-    _, resumed = ic.train_with_checkpoints(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz", **kw)
+    _, whole = ic.train(step, t0, None, 20, checkpoint_path=tmp_path / "a.npz", **kw)
+    ic.train(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz", stop_at=12, **kw)
+    _, resumed = ic.train(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz", **kw)
     assert resumed["resumed_from"] == 12
     np.testing.assert_array_equal(resumed["loss"], whole["loss"])
     np.testing.assert_array_equal(resumed["nonfinite_at"], [7, 15])
@@ -250,8 +248,7 @@ def test_loss_every_survives_checkpoint_and_resume(tmp_path):
     _, plain = ic.train(step, t0, None, 20, eval_every=3, on_nonfinite="ignore", loss_every=3)
     np.testing.assert_array_equal(whole["loss"], plain["loss"])
     with pytest.raises(ValueError, match="other settings"):  # a different loss_every is another run
-        ic.train_with_checkpoints(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz",
-                                  **dict(kw, loss_every=1))
+        ic.train(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz", **dict(kw, loss_every=1))
 
 
 def test_minibatches_cover_each_epoch_once():

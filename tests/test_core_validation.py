@@ -8,7 +8,7 @@ import optax
 import pytest
 
 import itlin_core as ic
-from itlin_core import experiments
+from itlin_core.book import common, iterative_linearisation
 
 MODEL = ic.mlp([2, 8, 1], "tanh")
 PARAMS = MODEL.init(jax.random.PRNGKey(0))
@@ -62,19 +62,19 @@ def test_mismatched_shapes():
 @pytest.mark.parametrize("name", ["huge", "", "Smoke!", "gpu"])
 def test_unknown_preset(name, monkeypatch):
     with pytest.raises(ValueError, match="smoke, book, colab, paper"):
-        experiments.get_preset(name)
+        common.get_preset(name)
     monkeypatch.setenv("ITLIN_PRESET", name)
     with pytest.raises(ValueError, match="ITLIN_PRESET"):
-        experiments.get_preset()
+        common.get_preset()
 
 
 def test_known_presets(monkeypatch):
     monkeypatch.delenv("ITLIN_PRESET", raising=False)
-    assert experiments.get_preset() == "book"
+    assert common.get_preset() == "book"
     monkeypatch.setenv("ITLIN_PRESET", "Smoke")
-    assert experiments.get_preset() == "smoke"
-    for name in experiments.PRESETS:
-        assert experiments.il_toy_config(name).steps > 0
+    assert common.get_preset() == "smoke"
+    for name in common.PRESETS:
+        assert iterative_linearisation.il_toy_config(name).steps > 0
 
 
 def test_other_bad_arguments():

@@ -5,7 +5,7 @@ formats: CIFAR10's python-pickle batches (a dict with b'data' (N, 3072) uint8, e
 red, green and blue 32x32 planes in row-major order, and b'labels') inside
 cifar-10-python.tar.gz under cifar-10-batches-py/, and MNIST's idx files (big-endian header
 with magic numbers 2051 / 2049), gzipped. The download is mocked at the HTTP boundary
-(``itlin_core.datasets._urlopen``) and the canonical checksums are replaced by the fake
+(``itlin_core._download.urlopen``) and the canonical checksums are replaced by the fake
 archives' own, so the real download-verify-extract-load path runs.
 """
 
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import itlin_core as ic
-from itlin_core import datasets
+from itlin_core import _download, datasets
 
 
 # ----------------------------------------------------------------------------- fake upstream files
@@ -113,7 +113,7 @@ def server(monkeypatch):
             raise urllib.error.HTTPError(url, 404, "Not Found", {}, None)
         return Response(s.files[url])
 
-    monkeypatch.setattr(datasets, "_urlopen", fake_urlopen)
+    monkeypatch.setattr(_download, "urlopen", fake_urlopen)
     return s
 
 
@@ -415,7 +415,7 @@ def test_augmented_minibatches_pairs_images_with_their_labels():
     rng = np.random.default_rng(2)
     x = jnp.asarray(rng.integers(1, 256, (40, 8, 8, 3)), jnp.uint8)
     y = jnp.arange(40)  # label = index, so each image's source is known
-    batch = jax.jit(datasets.augmented_minibatches(jax.random.PRNGKey(0), x, y, 8, padding=0))
+    batch = jax.jit(ic.augmented_minibatches(jax.random.PRNGKey(0), x, y, 8, padding=0))
     xb, yb = batch(3)
     assert xb.shape == (8, 8, 8, 3)
     for img, j in zip(np.asarray(xb), np.asarray(yb)):
@@ -423,7 +423,7 @@ def test_augmented_minibatches_pairs_images_with_their_labels():
         assert np.array_equal(img, src) or np.array_equal(img, src[:, ::-1])
     np.testing.assert_array_equal(batch(3)[0], xb)  # batch i is a function of (key, i)
     mean, std = ic.channel_stats(x)
-    norm = datasets.augmented_minibatches(jax.random.PRNGKey(0), x, y, 8, padding=0, mean=mean, std=std)(3)
+    norm = ic.augmented_minibatches(jax.random.PRNGKey(0), x, y, 8, padding=0, mean=mean, std=std)(3)
     np.testing.assert_allclose(norm[0], ic.normalise(xb, mean, std), rtol=1e-6)
     with pytest.raises(ValueError, match="both mean and std"):
-        datasets.augmented_minibatches(jax.random.PRNGKey(0), x, y, 8, mean=mean)
+        ic.augmented_minibatches(jax.random.PRNGKey(0), x, y, 8, mean=mean)

@@ -1,4 +1,5 @@
-"""The CIFAR10/MNIST pipeline of the GPU chapters (itlin_core.image_runs), at smoke scale on
+"""The CIFAR10/MNIST pipeline of the image chapters (itlin_core.book.image_runs, image_records,
+image_chapters), at smoke scale on
 in-format stand-in data: data through the real loaders, models, training, network and proxy
 evaluation against independent computations, one vmapped group against separate runs,
 damping per run, divergence of one run, checkpoint-resume bit for bit, the results record."""
@@ -13,7 +14,8 @@ import optax
 import pytest
 
 import itlin_core as ic
-from itlin_core import image_runs as ir
+from itlin_core import _download
+from itlin_core.book import common, image_chapters as ich, image_records as irec, image_runs as ir, records
 
 TINY = dict(n_eval=64, eval_batch=32, batch_size=16, width=4, probe_train=48)
 
@@ -53,7 +55,7 @@ def test_stand_in_env_switch(monkeypatch, tmp_path):
     assert ir.image_data("mnist", "colab", stand_in_sizes=(40, 20))["stand_in"]
     monkeypatch.setenv("ITLIN_STAND_IN", "0")
     with pytest.raises(ic.datasets.DatasetUnavailableError):  # offline, nothing cached there
-        monkeypatch.setattr(ic.datasets, "_urlopen", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
+        monkeypatch.setattr(_download, "urlopen", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
         ir.image_data("mnist", "colab", data_dir=tmp_path)
 
 
@@ -75,7 +77,7 @@ def test_evaluations_match_an_independent_computation(group, cifar):
 
 
 def test_proxy_is_the_network_right_after_a_feature_update(group):
-    rec = ir.summarise(group)
+    rec = irec.summarise(group)
     steps = rec["eval_step"]
     for i, K in enumerate(rec["Ks"]):
         net, lin = rec["metrics"]["test_loss_network"][:, i], rec["metrics"]["test_loss_proxy"][:, i]
@@ -89,7 +91,7 @@ def test_proxy_is_the_network_right_after_a_feature_update(group):
 
 
 def test_k1_training_lowers_the_loss(group):
-    rec = ir.summarise(group)
+    rec = irec.summarise(group)
     assert rec["train_loss"][-1, 0] < rec["train_loss"][0, 0]
     assert rec["metrics"]["train_accuracy_network"][-1, 0] > rec["metrics"]["train_accuracy_network"][0, 0]
     assert rec["diverged_at"] == [None, None, None] and rec["stand_in"]
@@ -107,7 +109,7 @@ def test_k1_equals_plain_sgd_on_the_same_batches(cifar, group):
     c = cfg(Ks=(1,))
     model = ir.build_model(c, (32, 32, 3))
     params = ir.init_params(c, model)
-    x, y = ir._subset(c, cifar)
+    x, y = ir.training_subset(c, cifar)
     batches = ic.augmented_minibatches(jax.random.PRNGKey(c.seed + 1), jnp.asarray(x), jnp.asarray(y), c.batch_size,
                                        padding=0, flip=False, mean=cifar["mean"], std=cifar["std"])
     for t in range(c.steps):
@@ -144,8 +146,8 @@ def test_damping_per_run_equals_separate_damped_steps():
 
 def test_one_diverging_run_leaves_the_others_alone(cifar):
     c = cfg(Ks=(1, 1), dampings=(0.0,), lr=1e3, steps=8)  # a rate at which both runs blow up
-    sane = ir.summarise(ir.run_images(cfg(Ks=(1,), steps=8), cifar, progress="off"))
-    wild = ir.summarise(ir.run_images(c, cifar, progress="off"))
+    sane = irec.summarise(ir.run_images(cfg(Ks=(1,), steps=8), cifar, progress="off"))
+    wild = irec.summarise(ir.run_images(c, cifar, progress="off"))
     assert sane["diverged_at"] == [None]
     assert all(d is not None for d in wild["diverged_at"])
     d = wild["diverged_at"][0]
@@ -157,7 +159,7 @@ def test_one_diverging_run_leaves_the_others_alone(cifar):
     assert np.all(np.isfinite(wild["train_loss"][:interval, 0])) and np.isnan(wild["train_loss"][interval, 0])
     # within one group: K=1 stays finite while a huge-K proxy trained at the same rate may not;
     # what must hold is that a run's NaNs never leak into another run's record
-    mixed = ir.summarise(ir.run_images(cfg(Ks=(1, None), lr=5.0, steps=8), cifar, progress="off"))
+    mixed = irec.summarise(ir.run_images(cfg(Ks=(1, None), lr=5.0, steps=8), cifar, progress="off"))
     for i, dv in enumerate(mixed["diverged_at"]):
         col = mixed["metrics"]["test_loss_proxy"][:, i]
         assert np.all(np.isfinite(col)) if dv is None else np.all(np.isnan(col[mixed["eval_step"] > dv]))
@@ -172,11 +174,11 @@ def test_summarise_train_loss_is_the_interval_mean_whatever_the_loss_blocks(bloc
     blocks = np.stack([per_step[j:j + block].astype(np.float64).mean(axis=0) for j in range(0, 10, block)])
     hist = dict(config=c, eval_step=np.array([0, 4, 8, 10]), loss=blocks.astype(np.float32), loss_every=block,
                 nonfinite_at=np.array([-1, -1]), seconds=2.0, n_params=1, n_train=1, n_eval=1, stand_in=True)
-    rec = ir.summarise(hist)
+    rec = irec.summarise(hist)
     expected = [per_step[a:b].astype(np.float64).mean(axis=0) for a, b in ((0, 4), (4, 8), (8, 10))]
     np.testing.assert_allclose(rec["train_loss"], expected, rtol=1e-6)
     assert rec["steps_per_second"] == 5.0 and rec["diverged_at"] == [None, None]
-    rec = ir.summarise(dict(hist, nonfinite_at=np.array([-1, 9])))
+    rec = irec.summarise(dict(hist, nonfinite_at=np.array([-1, 9])))
     assert rec["diverged_at"] == [None, 9]
 
 
@@ -205,20 +207,20 @@ def test_checkpoint_resume_reproduces_the_run_bit_for_bit(cifar, tmp_path, group
 
 
 def test_record_round_trip(group, tmp_path):
-    rec = ir.summarise(group)
-    ic.save_results("cifar_test", "colab", {"g": rec}, seed=0, results_dir=tmp_path, note="stand-in")
-    back = ic.load_results("cifar_test", results_dir=tmp_path)["data"]["g"]
+    rec = irec.summarise(group)
+    records.save_results("cifar_test", "colab", {"g": rec}, seed=0, results_dir=tmp_path, note="stand-in")
+    back = records.load_results("cifar_test", results_dir=tmp_path)["data"]["g"]
     assert back["labels"] == rec["labels"] and back["Ks"] == [1, 4, None] and back["config"] == rec["config"]
     for k, v in rec["metrics"].items():
         np.testing.assert_array_equal(back["metrics"][k], v)
     np.testing.assert_array_equal(back["feature_updates"], rec["feature_updates"])
-    np.testing.assert_array_equal(ir.best_accuracy(back), ir.best_accuracy(rec))
+    np.testing.assert_array_equal(irec.best_accuracy(back), irec.best_accuracy(rec))
 
 
 def test_probes_and_filters_match_direct_computations(cifar):
     c = cfg(Ks=(1, None), probes=True, n_filters=3, steps=8)
     h = ir.run_images(c, cifar, progress="off")
-    x_tr, y_tr = ir._subset(c, cifar)
+    x_tr, y_tr = ir.training_subset(c, cifar)
     norm = lambda v: ic.normalise(v, cifar["mean"], cifar["std"])
     n = h["n_eval"]
     for i in range(2):
@@ -254,7 +256,7 @@ def test_other_models_and_data_train(model, dataset, cifar, mnist):
     data = cifar if dataset == "cifar10" else mnist
     c = cfg(model=model, dataset=dataset, Ks=(1, 2), steps=4, eval_every=2, lr=0.01, augment=model == "resnet18_bn",
             width=2 if model != "lenet50" else 4)
-    rec = ir.summarise(ir.run_images(c, data, progress="off"))
+    rec = irec.summarise(ir.run_images(c, data, progress="off"))
     assert rec["diverged_at"] == [None, None]
     at = rec["eval_step"] % 2 == 0
     np.testing.assert_allclose(rec["metrics"]["test_loss_network"][at], rec["metrics"]["test_loss_proxy"][at], rtol=1e-6)
@@ -266,7 +268,7 @@ def test_full_batch_is_gradient_descent_on_the_subset(cifar):
     h = ir.run_images(c, cifar, progress="off")
     model = ir.build_model(c, (32, 32, 3))
     params = ir.init_params(c, model)
-    x, y = ir._subset(c, cifar)
+    x, y = ir.training_subset(c, cifar)
     xn = ic.normalise(x, cifar["mean"], cifar["std"])
     for _ in range(3):
         g = jax.grad(lambda p: ic.softmax_cross_entropy(model.apply(p, xn), y))(params)
@@ -294,7 +296,7 @@ def test_full_batch_groups_fit_a_colab_gpu():
     Fig. 11 full-batch groups: the chunked step fits well inside a 16 GB Colab GPU, and taking
     all images at once would not."""
     for preset in ("colab", "paper"):
-        c = ir.image_runs("cifar_few_updates", preset)["fig11_full"]
+        c = ich.run_groups("cifar_few_updates", preset)["fig11_full"]
         assert c.batch_size is None and c.microbatch
         chunked = ir.step_memory(c)["total"]
         assert chunked < 8 * 2 ** 30, (preset, chunked / 2 ** 30)
@@ -304,13 +306,13 @@ def test_full_batch_groups_fit_a_colab_gpu():
 
 
 def test_feature_updates():
-    np.testing.assert_array_equal(ir.feature_updates([1, 10, None], [0, 5, 10, 11]),
+    np.testing.assert_array_equal(common.feature_updates([1, 10, None], [0, 5, 10, 11]),
                                   [[1, 1, 1], [5, 1, 1], [10, 1, 1], [11, 2, 1]])
 
 
 def test_best_accuracy_ignores_nan():
     rec = {"metrics": {"test_accuracy_proxy": np.array([[0.1, np.nan, 0.2], [0.5, np.nan, np.nan], [0.3, np.nan, 0.1]])}}
-    np.testing.assert_array_equal(ir.best_accuracy(rec), [0.5, np.nan, 0.2])
+    np.testing.assert_array_equal(irec.best_accuracy(rec), [0.5, np.nan, 0.2])
 
 
 @pytest.mark.parametrize("bad,match", [
@@ -326,37 +328,37 @@ def test_bad_configs_raise(bad, match):
 
 
 def test_chapter_tables():
-    for chapter in ir.IMAGE_CHAPTERS:
-        smoke, colab, paper = (ir.image_runs(chapter, p) for p in ("smoke", "colab", "paper"))
+    for chapter in ich.CHAPTERS:
+        smoke, colab, paper = (ich.run_groups(chapter, p) for p in ("smoke", "colab", "paper"))
         assert set(smoke) <= set(paper) | set(colab) or chapter == "cifar_features"
-        assert ir.image_runs(chapter, "book") == colab
+        assert ich.run_groups(chapter, "book") == colab
         assert all(c.dataset in ir.DATASETS for c in paper.values())
-        rows = ir.scale_table(chapter)
+        rows = ich.scale_table(chapter)
         assert rows and all(r[2] != r[3] for r in rows)
     # the paper preset keeps the papers' stated settings
-    p = ir.image_runs("resnet_mnist", "paper")
+    p = ich.run_groups("resnet_mnist", "paper")
     assert (p["fig10_plain"].lr, p["fig10_plain"].Ks[-1]) == (7e-7, 1_000_000)
     assert (p["fig10_bn"].lr, p["fig10_bn"].Ks[-1], p["fig10_bn"].augment) == (1e-5, 100_000, True)
-    f = ir.image_runs("cifar_few_updates", "paper")
+    f = ich.run_groups("cifar_few_updates", "paper")
     assert f["fig2"].Ks == (1, 5_000_000) and f["fig2"].augment and f["fig2"].batch_size == 256
     assert (f["fig11_full"].lr, f["fig11_mini"].lr) == (1e-3, 1e-4) and f["fig11_full"].batch_size is None
     # the colab rule keeps lr * K and lr * steps of the paper
-    c = ir.image_runs("cifar_few_updates", "colab")["fig2"]
+    c = ich.run_groups("cifar_few_updates", "colab")["fig2"]
     assert math.isclose(c.lr * c.Ks[1], f["fig2"].lr * f["fig2"].Ks[1])
     assert math.isclose(c.lr * c.steps, f["fig2"].lr * f["fig2"].steps)
     with pytest.raises(ValueError, match="unknown chapter"):
-        ir.image_runs("cifar_nothing", "smoke")
+        ich.run_groups("cifar_nothing", "smoke")
     with pytest.raises(ValueError, match="book preset does not train"):
-        ir.run_chapter("cifar_damping", "book")
+        ich.run_chapter("cifar_damping", "book")
     with pytest.raises(ValueError, match="unknown run"):
-        ir.run_chapter("cifar_damping", "smoke", names=["fig99"])
+        ich.run_chapter("cifar_damping", "smoke", names=["fig99"])
 
 
 def test_colab_runs_checkpoint_where_asked(tmp_path, cifar, monkeypatch):
     """run_chapter at a training preset writes one checkpoint per group and a second call resumes."""
     small = {"g": cfg(Ks=(1,), steps=4, eval_every=2)}
-    monkeypatch.setitem(ir.IMAGE_CHAPTERS, "cifar_tiny", lambda preset: small)
-    out = ir.run_chapter("cifar_tiny", "colab", data={"cifar10": cifar}, checkpoint_dir=tmp_path)
+    monkeypatch.setattr(ich, "run_groups", lambda chapter, preset=None: small)
+    out = ich.run_chapter("cifar_tiny", "colab", data={"cifar10": cifar}, checkpoint_dir=tmp_path)
     assert (tmp_path / "cifar_tiny-g-colab-stand-in.npz").exists()  # stand-in runs never pose as real ones
-    again = ir.run_chapter("cifar_tiny", "colab", data={"cifar10": cifar}, checkpoint_dir=tmp_path)
+    again = ich.run_chapter("cifar_tiny", "colab", data={"cifar10": cifar}, checkpoint_dir=tmp_path)
     np.testing.assert_array_equal(out["g"]["metrics"]["test_loss_proxy"], again["g"]["metrics"]["test_loss_proxy"])

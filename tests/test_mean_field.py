@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import itlin_core as ic
-from itlin_core import experiments as ex
+from itlin_core.book import mean_field_gn as ex
 from itlin_core import mean_field as mf
 
 ACTS = [("relu", 1.0), ("silu", 1.0), ("silu", 50.0)]
@@ -161,7 +161,7 @@ def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="> 0"):
         ex.run_teacher_student(SMALL, "gn", [1.0], [-1.0])
     with pytest.raises(ValueError, match="activation"):
-        mf.mean_field_net(3, 4, activation="tanh")
+        mf.mean_field_net(3, 4, activation="softsign")
     with pytest.raises(ValueError, match="tau0"):
         mf.mean_field_net(3, 4, tau0=0.0)
 

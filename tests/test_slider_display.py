@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from itlin_core import widgets  # noqa: E402
+from itlin_core.book import widgets  # noqa: E402
 
 
 def run_cell(shell, code):

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from itlin_core import exercises, widgets  # noqa: E402
+from itlin_core.book import exercises, widgets  # noqa: E402
 
 
 def test_static_slider_embeds_one_frame_per_value(capsys):

@@ -8,7 +8,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .experiments import k_label
+from .common import k_label
 
 STYLE = {
     "figure.dpi": 110,
@@ -45,13 +45,8 @@ def k_colours(Ks):
     return out
 
 
-def legend_labels(Ks):
-    """Legend labels for a list of K values."""
-    return [k_label(k) for k in Ks]
-
-
 def run_colours(record):
-    """A colour per run of an image-run record (:func:`itlin_core.image_runs.summarise`): by K
+    """A colour per run of an image-run record (:func:`itlin_core.book.image_records.summarise`): by K
     as :func:`k_colours` when the runs differ in K, else along a colour map (e.g. by damping)."""
     Ks = record["Ks"]
     if len(set(map(str, Ks))) == len(Ks):
@@ -96,20 +91,29 @@ def plot_record_curves(ax, record, metric: str = "test_accuracy_proxy", *, x: st
     return lines
 
 
-def provenance(record_or_results, preset: str | None = None) -> str:
-    """One line saying where the plotted numbers come from: a recorded colab/paper run (with its
-    device and date), or a smoke run on stand-in data that is *not* CIFAR10 or MNIST."""
-    if isinstance(record_or_results, dict) and "data" in record_or_results and "preset" in record_or_results:
-        r = record_or_results
-        dev = r.get("device", {}).get("device_kind", "unknown device")
-        groups = r["data"].values() if isinstance(r["data"], dict) else []
-        stand_in = any(isinstance(g, dict) and g.get("stand_in") for g in groups)
-        return (f"recorded {r['preset']} run on {dev}, {r.get('created', '?')}"
-                + (", on stand-in data: not CIFAR10/MNIST results" if stand_in else ""))
-    first = next(iter(record_or_results.values()))
-    if first.get("stand_in"):
-        return f"{preset or 'smoke'} run on in-format stand-in data: not CIFAR10/MNIST results"
-    return f"{preset} run, just computed"
+def mark_feature_updates(ax, record, colours=None, runs=None):
+    """Dotted vertical lines at the feature updates (multiples of K) of every run of an image
+    record with a finite K > 1 (``runs``: only these), in the run's colour (grey without
+    ``colours``)."""
+    last = int(record["eval_step"][-1])
+    for i, K in enumerate(record["Ks"]):
+        if K is None or K <= 1 or (runs is not None and i not in runs):
+            continue
+        for s in range(K, last + 1, K):
+            ax.axvline(s, color="grey" if colours is None else colours[i], lw=0.6, ls=":")
 
 
-__all__ = ["use_style", "k_colours", "legend_labels", "STYLE", "run_colours", "plot_record_curves", "provenance"]
+def k_axis(ax, Ks) -> list:
+    """A logarithmic x axis over the periods ``Ks`` with a tick and label per K; K = inf (``None``)
+    sits one decade beyond the largest finite K. Returns the x position of each K."""
+    finite = [k for k in Ks if k is not None]
+    x_inf = 10 * max(finite) if finite else 1
+    xs = [k if k is not None else x_inf for k in Ks]
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(set(xs)), [k_label(k)[2:] for k in sorted(set(Ks), key=lambda k: x_inf if k is None else k)])
+    ax.minorticks_off()
+    ax.set_xlabel("relinearisation period K (steps)")
+    return xs
+
+
+__all__ = ["use_style", "k_colours", "STYLE", "run_colours", "plot_record_curves", "mark_feature_updates", "k_axis"]

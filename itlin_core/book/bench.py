@@ -1,10 +1,10 @@
 """Benchmarks: an iterative-linearisation step against a plain SGD step, and (``--mean-field``)
 the fast against the generic Gauss-Newton step of the mean-field chapters.
 
-    python -m itlin_core.bench [--batch 256] [--rounds 7] [--steps 5]
-    python -m itlin_core.bench --mean-field [--n 500] [--width 5000] [--rounds 5] [--steps 3]
+    python -m itlin_core.book.bench [--batch 256] [--rounds 7] [--steps 5]
+    python -m itlin_core.book.bench --mean-field [--n 500] [--width 5000] [--rounds 5] [--steps 3]
 
-Model: the LeNet-50 CNN of paper 000 App. C.2.1 on a batch of 32x32x3 inputs with softmax
+Model: the LeNet-50 CNN of Goldwaser and Ge, App. C.2.1, on a batch of 32x32x3 inputs with softmax
 cross-entropy. Both steps are jitted; they are timed interleaved (SGD, IL, SGD, IL, ...) so
 that machine load affects both alike, and the ratio of the median times is printed. The IL
 step evaluates the linearised model with a JVP and differentiates through it (no Jacobian is
@@ -22,16 +22,14 @@ import time
 import jax
 import optax
 
-from .iterative import init_il_state, make_il_step
-from .losses import softmax_cross_entropy
-from .models import count_params, lenet50
+import itlin_core as ic
 
 
 def make_steps(batch: int = 256, seed: int = 0):
     """Jitted ``(sgd_step, il_step, sgd_carry, il_carry, batch)`` for LeNet-50."""
-    model = lenet50()
-    params = model.init(jax.random.PRNGKey(seed))
-    kx, ky = jax.random.split(jax.random.PRNGKey(seed + 1))
+    model = ic.lenet50()
+    params = model.init(jax.random.key(seed))
+    kx, ky = jax.random.split(jax.random.key(seed + 1))
     x = jax.random.normal(kx, (batch, 32, 32, 3))
     y = jax.random.randint(ky, (batch,), 0, 10)
     opt = optax.sgd(1e-3)
@@ -39,12 +37,12 @@ def make_steps(batch: int = 256, seed: int = 0):
     @jax.jit
     def sgd_step(carry, b):
         p, s = carry
-        loss, g = jax.value_and_grad(lambda q: softmax_cross_entropy(model.apply(q, b[0]), b[1]))(p)
+        loss, g = jax.value_and_grad(lambda q: ic.softmax_cross_entropy(model.apply(q, b[0]), b[1]))(p)
         u, s = opt.update(g, s, p)
         return (optax.apply_updates(p, u), s), loss
 
-    il = jax.jit(make_il_step(model.apply, softmax_cross_entropy, opt, K=10))
-    return sgd_step, il, (params, opt.init(params)), init_il_state(params, opt), (x, y), count_params(params)
+    il = jax.jit(ic.make_il_step(model.apply, ic.softmax_cross_entropy, opt, K=10))
+    return sgd_step, il, (params, opt.init(params)), ic.init_il_state(params, opt), (x, y), ic.count_params(params)
 
 
 def time_steps(fn, carry, b, n):
@@ -56,8 +54,9 @@ def time_steps(fn, carry, b, n):
 
 
 def interleaved(fns: dict, carries: dict, b, rounds: int, steps: int) -> dict:
-    """Median seconds per step of each ``fn(carry, b) -> (carry, out)``, timed in interleaved
-    blocks (after two warm-up steps each) so that machine load affects all alike."""
+    """Seconds per step of each ``fn(carry, b) -> (carry, out)``, timed in interleaved blocks
+    (after two warm-up steps each) so that machine load affects all alike: ``{name: [one time
+    per round]}``."""
     for k in fns:
         _, carries[k] = time_steps(fns[k], carries[k], b, 2)
     times = {k: [] for k in fns}
@@ -65,30 +64,28 @@ def interleaved(fns: dict, carries: dict, b, rounds: int, steps: int) -> dict:
         for k in fns:
             t, carries[k] = time_steps(fns[k], carries[k], b, steps)
             times[k].append(t)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
 
 
 def mean_field_bench(n: int = 500, width: int = 5000, d: int = 10, rounds: int = 5, steps: int = 3) -> dict:
-    """Paper 003's GN step at its size (N = 500, M = 5000, d = 10, float64): the generic
+    """Arbel et al.'s GN step at their size (N = 500, M = 5000, d = 10, float64): the generic
     kernel-form step (:func:`itlin_core.gn_step` with the implicit empirical NTK), the fast one
     (the same step with :func:`itlin_core.mean_field_ntk`) and one full-batch gradient step,
     timed interleaved in one run. The generic kernel is computed 50 columns at a time
     (``ntk_batch_size``), which keeps its memory near 1 GB at this size. Returns the median
     seconds per step of each."""
-    from .data import teacher_student
-    from .mean_field import make_gd_step, make_gn_step, mean_field_net
-
     jax.config.update("jax_enable_x64", True)
-    data = teacher_student(jax.random.PRNGKey(0), n, 10, d)
+    data = ic.data.teacher_student(jax.random.key(0), n, 10, d)
     x, y = data["x_train"], data["y_train"]
-    net = mean_field_net(d, width, 1.0)
-    params = net.init(jax.random.PRNGKey(1))
-    params = {"u": params["u"], "v": jax.random.normal(jax.random.PRNGKey(2), (width,))}
+    net = ic.mean_field_net(d, width, 1.0)
+    params = net.init(jax.random.key(1))
+    params = {"u": params["u"], "v": jax.random.normal(jax.random.key(2), (width,))}
     wrap = lambda step: jax.jit(lambda p, _: (step(p, 1.0), None))
-    fns = {"generic GN": wrap(make_gn_step(net, x, y, fast=False, ntk_batch_size=min(n, 50))),
-           "fast GN": wrap(make_gn_step(net, x, y, fast=True)),
-           "gradient": wrap(make_gd_step(net, x, y))}
-    return interleaved(fns, {k: params for k in fns}, None, rounds, steps)
+    fns = {"generic GN": wrap(ic.make_gn_step(net, x, y, fast=False, ntk_batch_size=min(n, 50))),
+           "fast GN": wrap(ic.make_gn_step(net, x, y, fast=True)),
+           "gradient": wrap(ic.make_gd_step(net, x, y))}
+    times = interleaved(fns, {k: params for k in fns}, None, rounds, steps)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def _device_line():
@@ -107,7 +104,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.mean_field:
         t = mean_field_bench(args.n, args.width, rounds=min(args.rounds, 5), steps=min(args.steps, 3))
-        print(f"Mean-field GN step (paper 003), N = {args.n}, M = {args.width}, d = 10, float64")
+        print(f"Mean-field GN step (Arbel et al.), N = {args.n}, M = {args.width}, d = 10, float64")
         print(_device_line())
         for k, v in t.items():
             print(f"median {k} step: {v * 1e3:.1f} ms")
@@ -116,17 +113,9 @@ def main(argv=None):
               f"generic GN / gradient step = {t['generic GN'] / t['gradient']:.1f}")
         return t
     sgd, il, c_sgd, c_il, b, n_params = make_steps(args.batch)
-    # compile and warm up both
-    _, c_sgd = time_steps(sgd, c_sgd, b, 2)
-    _, c_il = time_steps(il, c_il, b, 2)
-    t_sgd, t_il = [], []
-    for _ in range(args.rounds):
-        t, c_sgd = time_steps(sgd, c_sgd, b, args.steps)
-        t_sgd.append(t)
-        t, c_il = time_steps(il, c_il, b, args.steps)
-        t_il.append(t)
-    m_sgd, m_il = statistics.median(t_sgd), statistics.median(t_il)
-    ratios = sorted(a / s for a, s in zip(t_il, t_sgd))
+    times = interleaved({"SGD": sgd, "IL": il}, {"SGD": c_sgd, "IL": c_il}, b, args.rounds, args.steps)
+    m_sgd, m_il = statistics.median(times["SGD"]), statistics.median(times["IL"])
+    ratios = sorted(a / s for a, s in zip(times["IL"], times["SGD"]))
     print(f"LeNet-50 ({n_params} parameters), batch {args.batch} x 32x32x3, softmax cross-entropy")
     print(_device_line())
     print(f"interleaved rounds: {args.rounds} x {args.steps} steps each")

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .flow import gradient_flow
+from ..flow import gradient_flow
 
 
 def _report(ok: bool, what: str, detail: str = "") -> bool:
@@ -32,9 +32,9 @@ def _random_problem(key, n=6, p=10, rank=None):
 
 def check_gradient_flow(fn: Callable, *, rtol: float = 1e-4) -> bool:
     """Check ``fn(ntk, f0, y, t) -> f_t`` against the closed-form gradient flow
-    ``f_t = y + exp(-ntk t) (f0 - y)`` (paper 000 App. B) for several kernels and times."""
+    ``f_t = y + exp(-ntk t) (f0 - y)`` (Goldwaser and Ge, App. B) for several kernels and times."""
     for seed, rank in [(0, None), (1, None), (2, 3)]:
-        ntk, f0, y = _random_problem(jax.random.PRNGKey(seed), rank=rank)
+        ntk, f0, y = _random_problem(jax.random.key(seed), rank=rank)
         for t in [0.0, 0.3, 2.0, 20.0]:
             try:
                 got = np.asarray(fn(ntk, f0, y, t), dtype=np.float64).reshape(-1)
@@ -61,8 +61,6 @@ def check_half_life(answer: float, ntk, *, rtol: float = 1e-3) -> bool:
     return _report(ok, what, hint)
 
 
-__all__ = ["check_gradient_flow", "check_half_life"]
-
 
 def check_kernel_form(fn: Callable, *, rtol: float = 1e-6) -> bool:
     """Check ``fn(J, r, lam) -> d`` against the primal damped Gauss-Newton direction
@@ -83,8 +81,6 @@ def check_kernel_form(fn: Callable, *, rtol: float = 1e-6) -> bool:
     return _report(True, "matches (J^T J + lam I)^-1 J^T r for wide and tall J and three dampings")
 
 
-__all__ += ["check_kernel_form"]
-
 
 def check_total_variation(fn: Callable, *, rtol: float = 1e-6) -> bool:
     """Check ``fn(values) -> float``, the total variation ``sum_i |v_{i+1} - v_i|`` of a function
@@ -103,4 +99,5 @@ def check_total_variation(fn: Callable, *, rtol: float = 1e-6) -> bool:
     return _report(True, "correct on a constant, a line, a sine and a zig-zag")
 
 
-__all__ += ["check_total_variation"]
+
+__all__ = ["check_gradient_flow", "check_half_life", "check_kernel_form", "check_total_variation"]

@@ -1,10 +1,8 @@
-"""Run records and checkpoints: results files round trip exactly (NaN and infinities included) and
-are written atomically; an interrupted and resumed training run reproduces the uninterrupted run
-bit for bit (parameters, optimiser state and every recorded curve)."""
+"""Checkpoints of the training loop (itlin_core.train with checkpoint_path): an interrupted and
+resumed run reproduces the uninterrupted run bit for bit (parameters, optimiser state and every
+recorded curve), a crash during a write loses nothing, and a checkpoint of another run is refused."""
 
-import json
 import os
-import platform
 import subprocess
 import sys
 import textwrap
@@ -16,123 +14,6 @@ import optax
 import pytest
 
 import itlin_core as ic
-from itlin_core import records
-
-# ------------------------------------------------------------------------------ results files
-
-
-def curves():
-    return {"eval_step": np.arange(0, 50, 10),
-            "test_accuracy": jnp.asarray([[0.1, 0.5], [0.7, np.nan]], dtype=jnp.float32),
-            "loss": np.array([np.inf, -np.inf, 1.5, np.nan]),
-            "best": float("nan"), "lr": 1e-3, "Ks": [1, 3, None], "converged": np.array([True, False]),
-            "label": "K sweep", "nested": {"counts": (1, 2), "empty": np.zeros((0, 3), np.float32)},
-            "n": np.int64(7), "ratio": np.float32(0.25)}
-
-
-def test_results_round_trip(tmp_path):
-    data = curves()
-    path = ic.save_results("toy_chapter", "colab", data, seed=3, results_dir=tmp_path)
-    assert path == tmp_path / "toy_chapter-colab.json"
-    # the file is standard JSON: no bare NaN/Infinity tokens
-    json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
-    rec = ic.load_results("toy_chapter", results_dir=tmp_path)
-    assert rec["preset"] == "colab" and rec["seed"] == 3 and rec["chapter"] == "toy_chapter"
-    got = rec["data"]
-    for k in ("eval_step", "test_accuracy", "loss", "converged"):
-        want = np.asarray(data[k])
-        assert got[k].dtype == want.dtype and got[k].shape == want.shape, k
-        np.testing.assert_array_equal(got[k], want)  # equal, NaNs in the same places
-    assert np.isnan(got["best"]) and got["lr"] == data["lr"]
-    assert got["Ks"] == [1, 3, None] and got["label"] == "K sweep" and got["nested"]["counts"] == [1, 2]
-    assert got["nested"]["empty"].shape == (0, 3) and got["nested"]["empty"].dtype == np.float32
-    assert got["n"] == 7 and got["ratio"] == 0.25
-
-
-def test_versions_device_and_time_are_recorded(tmp_path):
-    import jaxlib
-    ic.save_results("toy", "paper", {"x": np.ones(2)}, seed=0, results_dir=tmp_path, note="a test")
-    rec = ic.load_results("toy", results_dir=tmp_path)
-    assert rec["versions"] == {"python": platform.python_version(), "jax": jax.__version__,
-                               "jaxlib": jaxlib.__version__, "optax": optax.__version__,
-                               "numpy": np.__version__, "itlin_core": ic.__version__}
-    assert rec["device"]["platform"] == jax.default_backend()
-    assert rec["device"]["count"] == len(jax.devices())
-    assert rec["device"]["device_kind"] == jax.devices()[0].device_kind
-    assert rec["created"].endswith("+00:00") and rec["note"] == "a test"
-
-
-def test_load_results_prefers_presets_in_order(tmp_path):
-    assert ic.load_results("toy", results_dir=tmp_path) is None  # none recorded yet
-    ic.save_results("toy", "colab", {"v": 1}, seed=0, results_dir=tmp_path)
-    assert ic.load_results("toy", results_dir=tmp_path)["preset"] == "colab"
-    ic.save_results("toy", "paper", {"v": 2}, seed=0, results_dir=tmp_path)
-    assert ic.load_results("toy", results_dir=tmp_path)["data"]["v"] == 2
-    assert ic.load_results("toy", preferred=("colab", "paper"), results_dir=tmp_path)["data"]["v"] == 1
-    assert ic.load_results("toy", preferred="smoke", results_dir=tmp_path) is None
-
-
-def test_results_write_is_atomic(tmp_path, monkeypatch):
-    ic.save_results("toy", "colab", {"v": np.arange(3)}, seed=0, results_dir=tmp_path)
-    before = (tmp_path / "toy-colab.json").read_bytes()
-
-    # a failure after part of the new file has been written (here: at fsync) ...
-    def broken_fsync(fd):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(records.os, "fsync", broken_fsync)
-    with pytest.raises(OSError, match="disk full"):
-        ic.save_results("toy", "colab", {"v": np.arange(10 ** 5)}, seed=1, results_dir=tmp_path)
-    # ... leaves the old record untouched and no temporary file behind
-    assert (tmp_path / "toy-colab.json").read_bytes() == before
-    assert os.listdir(tmp_path) == ["toy-colab.json"]
-    # a first write that fails leaves no file at all
-    with pytest.raises(OSError):
-        ic.save_results("other", "colab", {"v": 1}, seed=0, results_dir=tmp_path)
-    assert os.listdir(tmp_path) == ["toy-colab.json"]
-    # a value that cannot be recorded fails before anything is written
-    monkeypatch.undo()
-    with pytest.raises(ValueError, match="cannot record"):
-        ic.save_results("third", "colab", {"f": print}, seed=0, results_dir=tmp_path)
-    assert os.listdir(tmp_path) == ["toy-colab.json"]
-
-
-@pytest.mark.parametrize("chapter", ["CIFAR", "cifar-10", "", "../x", "a/b", 3])
-def test_bad_chapter_names_raise(tmp_path, chapter):
-    with pytest.raises(ValueError, match="chapter must be"):
-        ic.save_results(chapter, "colab", {}, seed=0, results_dir=tmp_path)
-    with pytest.raises(ValueError, match="chapter must be"):
-        ic.load_results(chapter, results_dir=tmp_path)
-
-
-def test_bad_arguments_raise(tmp_path):
-    with pytest.raises(ValueError, match="unknown preset"):
-        ic.save_results("toy", "gpu", {}, seed=0, results_dir=tmp_path)
-    with pytest.raises(ValueError, match="unknown preset"):
-        ic.load_results("toy", preferred=("big",), results_dir=tmp_path)
-    with pytest.raises(ValueError, match="seed must be an integer"):
-        ic.save_results("toy", "colab", {}, seed=1.5, results_dir=tmp_path)
-    with pytest.raises(ValueError, match="keys must be strings"):
-        ic.save_results("toy", "colab", {1: 2}, seed=0, results_dir=tmp_path)
-    with pytest.raises(ValueError, match="reserved"):
-        ic.save_results("toy", "colab", {"__float__": 2}, seed=0, results_dir=tmp_path)
-    (tmp_path / "bad-colab.json").write_text("{not json")
-    with pytest.raises(ValueError, match="not valid JSON"):
-        ic.load_results("bad", results_dir=tmp_path)
-    assert os.listdir(tmp_path) == ["bad-colab.json"]
-
-
-def test_default_results_dir_is_the_books(tmp_path, monkeypatch):
-    (tmp_path / "book").mkdir()
-    (tmp_path / "_toc.yml").write_text("root: book/intro\n")
-    monkeypatch.delenv("ITLIN_RESULTS_DIR", raising=False)
-    monkeypatch.chdir(tmp_path / "book")  # a chapter runs in book/
-    assert ic.default_results_dir() == tmp_path.resolve() / "book" / "results"
-    monkeypatch.setenv("ITLIN_RESULTS_DIR", str(tmp_path / "elsewhere"))
-    assert ic.default_results_dir() == tmp_path / "elsewhere"
-
-
-# ------------------------------------------------------------------------------ checkpoints
 
 MODEL = ic.mlp([4, 16, 16, 3], "tanh")
 N_STEPS, EVAL_EVERY, CHECK_EVERY = 40, 4, 8
@@ -161,7 +42,7 @@ def problem(sweep=False):
 
 def run_ckpt(path, stop_at=None, sweep=False, **kw):
     step, state, batches, eval_fn, key = problem(sweep)
-    return ic.train_with_checkpoints(step, state, batches, N_STEPS, checkpoint_path=path,
+    return ic.train(step, state, batches, N_STEPS, checkpoint_path=path,
                                      checkpoint_every=CHECK_EVERY, eval_fn=eval_fn, eval_every=EVAL_EVERY,
                                      key=key, stop_at=stop_at, **kw)
 
@@ -218,7 +99,7 @@ def test_crash_during_a_checkpoint_write_resumes_from_the_previous_one(tmp_path,
             raise KeyboardInterrupt("runtime disconnected")
         real_savez(f, **arrays)
 
-    monkeypatch.setattr(records.np, "savez", savez_then_crash)
+    monkeypatch.setattr(np, "savez", savez_then_crash)
     with pytest.raises(KeyboardInterrupt):
         run_ckpt(tmp_path / "run.npz")
     monkeypatch.undo()
@@ -241,7 +122,7 @@ def test_resume_in_a_new_process(tmp_path):
         jax.config.update("jax_enable_x64", True)
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         import numpy as np
-        import test_records as t
+        import test_checkpoints as t
         state, hist = t.run_ckpt({str(tmp_path / 'run.npz')!r})
         leaves = jax.tree_util.tree_leaves(state)
         np.savez({str(tmp_path / 'out.npz')!r}, *[np.asarray(a) for a in leaves],
@@ -264,19 +145,19 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
     args = dict(checkpoint_path=tmp_path / "run.npz", checkpoint_every=CHECK_EVERY, eval_fn=eval_fn,
                 eval_every=EVAL_EVERY)
     with pytest.raises(ValueError, match="another PRNG key"):
-        ic.train_with_checkpoints(step, state, batches, N_STEPS, key=jax.random.PRNGKey(99), **args)
+        ic.train(step, state, batches, N_STEPS, key=jax.random.PRNGKey(99), **args)
     with pytest.raises(ValueError, match="other settings"):
-        ic.train_with_checkpoints(step, state, batches, N_STEPS + 8, key=key, **args)
+        ic.train(step, state, batches, N_STEPS + 8, key=key, **args)
     with pytest.raises(ValueError, match="other settings"):
-        ic.train_with_checkpoints(step, state, batches, N_STEPS, key=key, meta={"preset": "colab"}, **args)
+        ic.train(step, state, batches, N_STEPS, key=key, meta={"preset": "colab"}, **args)
     adam = optax.adam(1e-3)  # another optimiser: another state structure
     with pytest.raises(ValueError, match="different structure"):
-        ic.train_with_checkpoints(step, ic.init_il_state(state.params, adam), batches, N_STEPS, key=key, **args)
+        ic.train(step, ic.init_il_state(state.params, adam), batches, N_STEPS, key=key, **args)
     with pytest.raises(ValueError, match="multiple of eval_every"):
-        ic.train_with_checkpoints(step, state, batches, N_STEPS, key=key,
+        ic.train(step, state, batches, N_STEPS, key=key,
                                   **dict(args, checkpoint_every=6))
     with pytest.raises(ValueError, match="stop_at must be"):
-        ic.train_with_checkpoints(step, state, batches, N_STEPS, key=key, stop_at=10, **args)
+        ic.train(step, state, batches, N_STEPS, key=key, stop_at=10, **args)
     (tmp_path / "junk.npz").write_bytes(b"not a zip file")
     with pytest.raises(ValueError, match="not a readable checkpoint"):
         ic.load_checkpoint(tmp_path / "junk.npz", state)
@@ -295,3 +176,33 @@ def test_checkpoint_round_trip_keeps_optax_state_and_typed_key(tmp_path):
     ck = ic.load_checkpoint(tmp_path / "c.npz", ic.init_il_state(params, opt))
     assert_same_run((ck.state, ck.history), (state, hist))
     assert np.array_equal(ck.key, jax.random.key_data(key)) and ck.step == 5 and ck.meta == {"a": 1}
+
+
+# ------------------------------------------------------------------------------ the training loop itself
+
+def test_checkpoint_settings_need_a_checkpoint_path():
+    step, state, batches, eval_fn, key = problem()
+    for kw in (dict(checkpoint_every=8), dict(key=key), dict(meta={"a": 1}), dict(stop_at=8)):
+        with pytest.raises(ValueError, match="only apply with checkpoint_path"):
+            ic.train(step, state, batches, N_STEPS, eval_every=EVAL_EVERY, **kw)
+
+
+@pytest.mark.parametrize("reserved", ["loss", "eval_step", "diverged_at"])
+def test_an_eval_metric_may_not_replace_the_history(reserved):
+    step, state, batches, _, _ = problem()
+    with pytest.raises(ValueError, match="rename those metrics"):
+        ic.train(step, state, batches, 8, eval_every=4, eval_fn=lambda s: {reserved: jnp.zeros(())})
+
+
+def test_the_callers_state_stays_valid_and_the_chunk_compiles_once():
+    """train donates the state buffers to its compiled chunk but copies the state it is given
+    first; a second call with the same step and batch source compiles nothing new."""
+    step, state, batches, eval_fn, _ = problem()
+    before = [np.asarray(a).copy() for a in jax.tree.leaves(state)]
+    _, h1 = ic.train(step, state, batches, 16, eval_every=4, eval_fn=eval_fn)
+    after = [np.asarray(a) for a in jax.tree.leaves(state)]     # would raise if the buffers were donated
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    size = ic.training._run_chunk._cache_size()
+    _, h2 = ic.train(step, state, batches, 16, eval_every=4, eval_fn=eval_fn)
+    assert ic.training._run_chunk._cache_size() == size
+    np.testing.assert_array_equal(h1["loss"], h2["loss"])

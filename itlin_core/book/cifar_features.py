@@ -1,0 +1,168 @@
+"""Chapter "Features on CIFAR10": Goldwaser and Ge's Figs. 4 (data-subset scaling), 5 (linear
+probes) and 6 (first-layer filters). The run groups per preset, and the figures from a record."""
+
+from __future__ import annotations
+
+import re
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from . import plotting
+from .image_chapters import CIFAR_PAPER_LR, COLAB_C, SMOKE, group, scaled
+from .image_records import best_accuracy
+
+#: Goldwaser and Ge's Fig. 6 maps a filter change in [-0.5, 0.5] to [0, 1].
+PAPER_RANGE = 0.5
+
+
+def runs(preset: str) -> dict:
+    """The run groups at ``preset`` (``smoke``, ``colab`` or ``paper``): ``fig5_6`` and one
+    ``fig4_n<size>`` group per training-set size (at ``paper`` also ``fig4_fast_n<size>``)."""
+    if preset == "smoke":
+        base = dict(steps=40, eval_every=10, lr=0.02, **SMOKE)
+        out = {"fig5_6": group(Ks=(1, 20), augment=True, probes=True, n_filters=3, **base)}
+        for n in (64, 256):
+            out[f"fig4_n{n}"] = group(Ks=(1, 10, None), n_train=n, **base)
+        return out
+    if preset == "paper":
+        out = {"fig5_6": group(steps=60_000_000, eval_every=500_000, Ks=(1, 5_000_000), lr=CIFAR_PAPER_LR,
+                               augment=True, probes=True, n_filters=3)}
+        for n in (1000, 2000, 5000, 10_000, 20_000, 50_000):
+            # finite K at lr 1e-5; K=inf (and K=1 for comparison) at lr 1e-3 (Fig. 4's caption)
+            out[f"fig4_n{n}"] = group(steps=20_000_000, eval_every=200_000, Ks=(1, 100, 10_000, 1_000_000),
+                                      lr=CIFAR_PAPER_LR, n_train=n)
+            out[f"fig4_fast_n{n}"] = group(steps=200_000, eval_every=2000, Ks=(1, None), lr=1e-3, n_train=n)
+        return out
+    out = {"fig5_6": group(**scaled(COLAB_C, lr=CIFAR_PAPER_LR, Ks=(1, 5_000_000), steps=60_000_000,
+                                    eval_every=2_000_000), augment=True, probes=True, n_filters=3, n_eval=2000,
+                           probe_train=2000)}
+    for n in (1000, 4000, 16_000):
+        out[f"fig4_n{n}"] = group(steps=20_000, eval_every=500, Ks=(1, 100, 10_000, None), lr=1e-2, n_train=n,
+                                  n_eval=2000)
+    return out
+
+
+def size_groups(results, prefix) -> dict:
+    """``{training-set size: record}`` for the run groups named ``<prefix><size>``, by size."""
+    found = {}
+    for name, rec in results.items():
+        m = re.fullmatch(re.escape(prefix) + r"(\d+)", name)
+        if m:
+            found[int(m.group(1))] = rec
+    return dict(sorted(found.items()))
+
+
+def figure_4(results, source):
+    """Fig. 4: best test (and training) accuracy against the training-set size, per K; prints
+    the table behind it."""
+    if results is None:
+        print("Fig. 4 not shown: no recorded result.")
+        return
+    families = [(fam, ls) for fam, ls in ((size_groups(results, "fig4_n"), "-"),
+                                          (size_groups(results, "fig4_fast_n"), "--")) if fam]
+    all_Ks = list(dict.fromkeys(k for fam, _ in families for rec in fam.values() for k in rec["Ks"]))
+    colours = plotting.k_colours(all_Ks)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for fam, ls in families:
+        sizes = np.array(list(fam))
+        first = next(iter(fam.values()))
+        suffix = f", lr {first['config']['lr']:g}" if len(families) > 1 else ""
+        best = np.array([best_accuracy(rec) for rec in fam.values()])                       # (sizes, runs)
+        fit = np.array([best_accuracy(rec, "train_accuracy_proxy") for rec in fam.values()])
+        for i, (K, label) in enumerate(zip(first["Ks"], first["labels"])):
+            axes[0].plot(sizes, 100 * best[:, i], "o", ls=ls, color=colours[K], label=label + suffix)
+            axes[1].plot(sizes, 100 * fit[:, i], "o", ls=ls, color=colours[K], label=label + suffix)
+        print(f"best test accuracy (%){suffix}:")
+        print(f"{'n':>8} " + " ".join(f"{l:>8}" for l in first["labels"]))
+        for j, n in enumerate(sizes):
+            print(f"{n:>8,} " + " ".join(f"{100 * a:>8.1f}" for a in best[j]))
+    all_sizes = sorted({n for fam, _ in families for n in fam})
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xticks(all_sizes, [f"{n:,}" for n in all_sizes])
+        ax.minorticks_off()
+        ax.set_xlabel("training-set size (images)")
+        ax.legend(loc="best", ncol=2)
+    axes[0].set(ylabel="best test accuracy (%)", title="Test accuracy, optimal early stopping")
+    axes[1].set(ylabel="best training accuracy (%)", title="Did the runs fit their training subset?")
+    fig.suptitle(f"Fig. 4 (LeNet-50): data-subset scaling, {source}", fontsize=10)
+    fig.tight_layout()
+    plt.show()
+
+
+def figure_5(results, source):
+    """Fig. 5: test accuracy of linear probes on both blocks' features over training."""
+    if results is None:
+        print("Fig. 5 not shown: no recorded result.")
+        return
+    rec = results["fig5_6"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    for layer, ax in zip((1, 2), axes):
+        plotting.plot_record_curves(ax, rec, f"probe{layer}_test_accuracy")
+        ax.set(title=f"Probe on the block-{layer} features", ylabel="probe test accuracy (%)" if layer == 1 else "")
+        ax.legend(loc="best")
+    fig.suptitle(f"Fig. 5 (LeNet-50, augmentation): linear probes, {source}", fontsize=10)
+    fig.tight_layout()
+    plt.show()
+    print(f"{'run':>8} {'block 1: start -> end (best) %':>32} {'block 2: start -> end (best) %':>32}")
+    for i, label in enumerate(rec["labels"]):
+        cells = []
+        for layer in (1, 2):
+            a = 100 * np.asarray(rec["metrics"][f"probe{layer}_test_accuracy"])[:, i]
+            cells.append(f"{a[0]:.1f} -> {a[-1]:.1f} ({np.nanmax(a):.1f})")
+        print(f"{label:>8} {cells[0]:>32} {cells[1]:>32}")
+
+
+def figure_6(results, source):
+    """Fig. 6: the change of the first three first-layer filters from initialisation, as images
+    (the paper's colour mapping on real data), and the norm of that change over training."""
+    if results is None:
+        print("Fig. 6 not shown: no recorded result.")
+        return
+    rec = results["fig5_6"]
+    F = np.asarray(rec["filters"], dtype=np.float64)       # (evaluations, runs, 5, 5, channels, filters)
+    steps = np.asarray(rec["eval_step"])
+    n_runs, n_filters = F.shape[1], F.shape[-1]
+    cols = np.unique(np.linspace(1, len(steps) - 1, min(6, len(steps) - 1)).round().astype(int))
+    largest = float(np.nanmax(np.abs(F[cols])))
+    r = PAPER_RANGE if not rec["stand_in"] else largest
+    mapping = (f"[-{r:g}, {r:g}] -> [0, 1], the paper's mapping" if r == PAPER_RANGE
+               else f"[-{r:.2g}, {r:.2g}] -> [0, 1], relative to the largest change shown (paper: [-0.5, 0.5])")
+    fig, axes = plt.subplots(n_filters * n_runs, len(cols), squeeze=False,
+                             figsize=(1.1 * len(cols) + 1.6, 1.1 * n_filters * n_runs + 0.8))
+    for j in range(n_filters):
+        for k in range(n_runs):
+            row = j * n_runs + k
+            for c, e in enumerate(cols):
+                img = np.clip(F[e, k, :, :, :, j] / (2 * r) + 0.5, 0.0, 1.0)
+                ax = axes[row, c]
+                if img.shape[-1] == 3:
+                    ax.imshow(img, interpolation="nearest")
+                else:
+                    ax.imshow(img[..., 0], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+                ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
+                if row == 0:
+                    ax.set_title(f"step {steps[e]:,}", fontsize=8)
+            axes[row, 0].set_ylabel(f"filter {j + 1}, {rec['labels'][k]}", fontsize=8, rotation=0, ha="right",
+                                    va="center")
+    fig.suptitle(f"Fig. 6: change of first-layer filters from initialisation, {mapping}\n{source}", fontsize=9)
+    fig.tight_layout()
+    plt.show()
+    outside = float(np.mean(np.abs(F[cols]) > r))
+    print(f"largest |change| shown: {largest:.3g}; entries clipped by the mapping: {100 * outside:.1f} %")
+
+    # the same change as one number per run: the norm of the three filters' change against steps
+    norms = np.sqrt(np.nansum(F.reshape(len(steps), n_runs, -1) ** 2, axis=-1))
+    colours = plotting.run_colours(rec)
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for k, label in enumerate(rec["labels"]):
+        ax.plot(steps, norms[:, k], color=colours[k], label=label)
+    ax.set(xlabel="training step", ylabel="norm of the filter change", title=f"How far the three filters moved\n{source}")
+    ax.title.set_fontsize(9)
+    ax.legend(loc="best")
+    fig.tight_layout()
+    plt.show()
+
+
+__all__ = ["PAPER_RANGE", "runs", "size_groups", "figure_4", "figure_5", "figure_6"]

@@ -1,0 +1,152 @@
+"""Chapter "A few feature updates are enough (CIFAR10, LeNet-50)": Goldwaser and Ge's Figs. 2, 3
+and 11. The run groups per preset, and the chapter's figures drawn from a record."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from . import plotting
+from .common import k_label
+from .image_chapters import CIFAR_PAPER_LR, COLAB_C, FULL_BATCH_CHUNK, SMOKE, group, scaled
+from .image_records import best_accuracy
+
+
+def runs(preset: str) -> dict:
+    """The run groups at ``preset`` (``smoke``, ``colab`` or ``paper``)."""
+    if preset == "smoke":
+        return {"fig2": group(steps=40, eval_every=10, Ks=(1, 20), lr=0.02, augment=True, **SMOKE),
+                "fig3": group(steps=40, eval_every=10, Ks=(1, 10, None), lr=0.02, **SMOKE),
+                "fig3_tgn": group(steps=40, eval_every=10, Ks=(20,), lr=1e-3, optimizer="adam", **SMOKE),
+                "fig11_full": group(steps=20, eval_every=10, Ks=(1, 10), lr=0.05, **dict(SMOKE, batch_size=None),
+                                    n_train=128, microbatch=32),
+                "fig11_mini": group(steps=40, eval_every=10, Ks=(1, 20), lr=0.02, **SMOKE)}
+    paper = {
+        # Fig. 2: K=1 against K=5e6 with augmentation, batch 256 (App. C.2.1); 8-12 feature updates.
+        "fig2": group(steps=60_000_000, eval_every=500_000, Ks=(1, 5_000_000), lr=CIFAR_PAPER_LR, augment=True),
+        # Fig. 3: K over eight orders of magnitude, trained to convergence, no augmentation.
+        "fig3": group(steps=200_000_000, eval_every=1_000_000, Ks=tuple(10 ** i for i in range(9)), lr=CIFAR_PAPER_LR),
+        # its TGN baseline: each linearisation solved by Adam (lr our choice), as in Fig. 8
+        "fig3_tgn": group(steps=2_000_000, eval_every=20_000, Ks=(200_000,), lr=1e-4, optimizer="adam"),
+        # Fig. 11: full batch at lr 1e-3 against minibatch (256) at lr 1e-4 with K x 10, steps x 10
+        "fig11_full": group(steps=20_000, eval_every=200, Ks=(1, 10, 100, 1000), lr=1e-3, batch_size=None,
+                            microbatch=FULL_BATCH_CHUNK),
+        "fig11_mini": group(steps=200_000, eval_every=2000, Ks=(1, 100, 1000, 10_000), lr=1e-4),
+    }
+    if preset == "paper":
+        return paper
+    return {"fig2": group(**scaled(COLAB_C, lr=CIFAR_PAPER_LR, Ks=(1, 5_000_000), steps=60_000_000,
+                                   eval_every=1_000_000), augment=True, n_eval=2000),
+            "fig3": group(lr=1e-2, Ks=(1, 10, 100, 1000, 10_000, None), steps=40_000, eval_every=1000,
+                          n_train=10_000, n_eval=2000),
+            "fig3_tgn": group(lr=1e-3, optimizer="adam", Ks=(5000,), steps=40_000, eval_every=1000,
+                              n_train=10_000, n_eval=2000),
+            # Fig. 11 with c = 10 (lr x 10, K and steps / 10) on a 5000-image subset
+            "fig11_full": group(lr=1e-2, Ks=(1, 10, 100), steps=2000, eval_every=50, batch_size=None,
+                                microbatch=FULL_BATCH_CHUNK, n_train=5000, n_eval=2000),
+            "fig11_mini": group(lr=1e-3, Ks=(1, 10, 100, 1000), steps=20_000, eval_every=500,
+                                n_train=5000, n_eval=2000)}
+
+
+def figure_2(results, source):
+    """Fig. 2: K = 1 against a huge K, network and proxy, and the best test accuracy against the
+    number of linearisations used; prints the final and best accuracies."""
+    if results is None:
+        print("Fig. 2 not shown: no recorded result.")
+        return
+    rec = results["fig2"]
+    colours = plotting.run_colours(rec)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    plotting.plot_record_curves(axes[0], rec, "test_accuracy_proxy", label_suffix=": proxy (trained)")
+    plotting.plot_record_curves(axes[0], rec, "test_accuracy_network", label_suffix=": network", linestyle="--",
+                                runs=[i for i, K in enumerate(rec["Ks"]) if K != 1])
+    plotting.mark_feature_updates(axes[0], rec, colours)
+    axes[0].set(title="Test accuracy (dotted: feature updates)")
+    axes[0].legend(loc="lower right")
+    for i, label in enumerate(rec["labels"]):   # the best test accuracy reached so far, per linearisation used
+        so_far = np.fmax.accumulate(np.nan_to_num(100 * rec["metrics"]["test_accuracy_proxy"][:, i], nan=-np.inf))
+        axes[1].plot(rec["feature_updates"][:, i], so_far, "o-", ms=3, color=colours[i], label=label)
+    axes[1].set(xscale="log", xlabel="linearisations used (feature updates)", ylabel="best test accuracy so far (%)",
+                title="Against the number of linearisations")
+    axes[1].legend(loc="best")
+    fig.suptitle(f"Fig. 2 (LeNet-50, augmentation): K=1 against a huge K, {source}", fontsize=10)
+    fig.tight_layout()
+    plt.show()
+    acc_net, acc_prx = rec["metrics"]["test_accuracy_network"], rec["metrics"]["test_accuracy_proxy"]
+    for i, label in enumerate(rec["labels"]):
+        print(f"{label:>8}: {rec['feature_updates'][-1, i]:>10,} linearisations; final test accuracy "
+              f"proxy {100 * acc_prx[-1, i]:.1f} %, network {100 * acc_net[-1, i]:.1f} %; "
+              f"best (proxy) {100 * best_accuracy(rec)[i]:.1f} %")
+
+
+def figure_3(results, source):
+    """Fig. 3: test accuracy of every K over training and its best value against K, with the
+    truncated Gauss-Newton baseline; prints the table behind it."""
+    if results is None:
+        print("Fig. 3 not shown: no recorded result.")
+        return
+    rec, tgn = results["fig3"], results.get("fig3_tgn")
+    Ks, best = rec["Ks"], best_accuracy(rec)
+    colours = plotting.run_colours(rec)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    later = np.asarray(rec["eval_step"]) > 0
+    steps = np.asarray(rec["eval_step"])[later]
+    for i, label in enumerate(rec["labels"]):
+        axes[0].plot(steps, 100 * rec["metrics"]["test_accuracy_proxy"][later, i], color=colours[i], label=label)
+    if tgn is not None:
+        later_t = np.asarray(tgn["eval_step"]) > 0
+        for i, label in enumerate(tgn["labels"]):
+            axes[0].plot(np.asarray(tgn["eval_step"])[later_t], 100 * tgn["metrics"]["test_accuracy_proxy"][later_t, i],
+                         color="grey", ls="--", label=f"TGN ({tgn['config']['optimizer']}, {label})")
+    axes[0].set(xscale="log", xlabel="training step", ylabel="test accuracy (%)", title="Test accuracy of the trained model")
+    axes[0].legend(loc="best", ncol=2)
+    xs = plotting.k_axis(axes[1], Ks)
+    for i, label in enumerate(rec["labels"]):
+        axes[1].scatter(xs[i], 100 * best[i], color=colours[i], zorder=3, label=label)
+    axes[1].plot([x for x, k in zip(xs, Ks) if k is not None], [100 * b for b, k in zip(best, Ks) if k is not None],
+                 color="grey", lw=0.8)
+    if tgn is not None:
+        axes[1].axhline(100 * best_accuracy(tgn)[0], color="grey", ls="--", label="TGN baseline")
+    axes[1].set(ylabel="best test accuracy (%)", title="Optimal early stopping")
+    axes[1].legend(loc="best", ncol=2)
+    fig.suptitle(f"Fig. 3 (LeNet-50): a sweep of K, {source}", fontsize=10)
+    fig.tight_layout()
+    plt.show()
+    updates = np.asarray(rec["feature_updates"])[-1]
+    print(f"{'K':>6} {'linearisations':>15} {'best test acc. (%)':>19} {'final test acc. (%)':>20}")
+    for i, K in enumerate(Ks):
+        print(f"{k_label(K)[2:]:>6} {updates[i]:>15,} {100 * best[i]:>19.1f} "
+              f"{100 * rec['metrics']['test_accuracy_proxy'][-1, i]:>20.1f}")
+    if tgn is not None:
+        print(f"{'TGN':>6} {np.asarray(tgn['feature_updates'])[-1, 0]:>15,} {100 * best_accuracy(tgn)[0]:>19.1f} "
+              f"{100 * tgn['metrics']['test_accuracy_proxy'][-1, 0]:>20.1f}")
+
+
+def figure_11(results, source):
+    """Fig. 11: full batch against minibatch, each alone and both at equal training time."""
+    if results is None:
+        print("Fig. 11 not shown: no recorded result.")
+        return
+    full, mini = results["fig11_full"], results["fig11_mini"]
+    c = full["config"]["lr"] / mini["config"]["lr"]            # the factor between the two learning rates
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    plotting.plot_record_curves(axes[0], full, "test_accuracy_proxy")
+    axes[0].set(title=f"Full batch, lr {full['config']['lr']:g}")
+    plotting.plot_record_curves(axes[1], mini, "test_accuracy_proxy")
+    axes[1].set(title=f"Minibatch ({mini['config']['batch_size']}), lr {mini['config']['lr']:g}", ylabel="")
+    scaled_full = dict(full, eval_step=np.asarray(full["eval_step"]) * c)
+    plotting.plot_record_curves(axes[2], mini, "test_accuracy_proxy", label_suffix=" (minibatch)")
+    plotting.plot_record_curves(axes[2], scaled_full, "test_accuracy_proxy", label_suffix=" (full batch)",
+                                linestyle="--")
+    axes[2].set(xlabel=f"minibatch step (full-batch step x {c:g})", ylabel="", title="Both, at equal lr x steps")
+    for ax in axes:
+        ax.legend(loc="best", ncol=2 if ax is axes[2] else 1)
+    fig.suptitle(f"Fig. 11 (LeNet-50): full batch and minibatch, {source}", fontsize=10)
+    fig.tight_layout()
+    plt.show()
+    for name, rec in (("full batch", full), ("minibatch", mini)):
+        best = best_accuracy(rec)
+        print(f"{name:>10}: best test accuracy " + ", ".join(f"{l} {100 * b:.1f} %" for l, b in zip(rec["labels"], best)))
+
+
+__all__ = ["runs", "figure_2", "figure_3", "figure_11"]

@@ -1,0 +1,73 @@
+"""What every chapter module shares: the presets, labels for K, counts of feature updates, and
+the outputs of the models a sweep trains.
+
+Each chapter reads its preset from the ``ITLIN_PRESET`` environment variable (default ``book``)
+through :func:`get_preset`, and its settings from one table per chapter (``{preset: config}``),
+so every choice the papers leave open is stated in one place. ``smoke`` is for CI and nbval
+(seconds), ``book`` for the book build on a 2-core CPU (about a minute or two per toy chapter),
+``colab``/``paper`` for GPUs. The toy chapters are CPU experiments whatever the preset: a table
+without a ``colab`` or ``paper`` entry uses its ``book`` entry.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import jax
+import numpy as np
+
+from ..linearise import linearise
+
+PRESETS = ("smoke", "book", "colab", "paper")
+
+
+def get_preset(preset: str | None = None) -> str:
+    """The preset to use: ``preset`` if given, else ``$ITLIN_PRESET``, else ``"book"``.
+
+    Raises ValueError for anything but ``smoke``, ``book``, ``colab``, ``paper``.
+    """
+    name = preset if preset is not None else os.environ.get("ITLIN_PRESET", "book")
+    name = str(name).strip().lower()
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}: ITLIN_PRESET (or preset=) must be one of "
+                         f"{', '.join(PRESETS)}.")
+    return name
+
+
+def per_preset(table: dict, preset: str | None = None):
+    """The entry of ``table`` for the preset (:func:`get_preset`), or its ``book`` entry when the
+    table has none for that preset."""
+    return table.get(get_preset(preset), table["book"])
+
+
+def k_label(K) -> str:
+    """``"K=1"``, ``"K=1e3"``, ``"K=∞"`` for legends."""
+    if K is None or K == math.inf:
+        return "K=∞"
+    K = int(K)
+    if K >= 1000 and 10 ** round(math.log10(K)) == K:
+        return f"K=1e{int(round(math.log10(K)))}"
+    return f"K={K}"
+
+
+def feature_updates(Ks, steps) -> np.ndarray:
+    """Number of linearisations used up to each step, the initial one included: ``ceil(t / K)``
+    for finite ``K`` (at least 1; ``t`` for ``K = 1``), 1 for ``K = None`` or ``math.inf``.
+    Shape ``(len(steps), len(Ks))``."""
+    t = np.asarray(steps, dtype=np.int64).reshape(-1)
+    cols = [np.ones(len(t), np.int64) if k is None or k == math.inf else np.maximum(1, -(-t // int(k)))
+            for k in Ks]
+    return np.stack(cols, axis=1) if cols else np.zeros((len(t), 0), np.int64)
+
+
+
+
+def proxy_outputs(apply_fn, states, x):
+    """The outputs on ``x`` of the model each run of a sweep is training, its linearised proxy
+    ``f_lin(state.params)`` at ``state.anchor``: ``(runs, N, ...)`` for stacked IL states."""
+    one = lambda s: linearise(apply_fn, s.anchor)(s.params, x)
+    return jax.jit(jax.vmap(one))(states)
+
+
+__all__ = ["PRESETS", "get_preset", "per_preset", "k_label", "feature_updates", "proxy_outputs"]

@@ -1,0 +1,220 @@
+r"""The four image chapters as one table: their run groups per preset, the rules that shrink the
+paper's settings to a Colab GPU, running and recording a chapter, and what every image chapter
+notebook shows (the scale table, the source of its curves, the round-trip check).
+
+Each chapter module (``cifar_few_updates``, ``cifar_features``, ``cifar_damping``,
+``resnet_mnist``) has ``runs(preset) -> {group name: ImageRunConfig}``. Every number the papers
+give is used at the ``paper`` preset; where a setting is not in our copy of the papers (several
+learning rates were only in figure captions), the chapter module's comments say what we chose.
+The ``colab`` preset follows the rule Goldwaser and Ge use for their Fig. 11 (:func:`scaled`):
+multiplying the learning rate by ``c`` and dividing ``K`` and the number of steps by ``c`` keeps
+``lr * K`` (how far one linearisation is trained) and ``lr * steps`` (the training time) fixed;
+it also trains on a subset where the figure allows. The ``smoke`` preset runs the same code on
+tiny models and in-format stand-in data.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from .common import get_preset
+from .image_records import format_setting, records_equal, summarise
+from .image_runs import ImageRunConfig, image_data, run_images
+from .records import default_checkpoint_dir, load_results, save_results
+
+#: The image chapters, by notebook name (each is a module of :mod:`itlin_core.book`).
+CHAPTERS = ("cifar_few_updates", "cifar_features", "cifar_damping", "resnet_mnist")
+
+#: Settings of every smoke group: tiny models and evaluations on stand-in data.
+SMOKE = dict(n_eval=128, eval_batch=64, batch_size=32, width=6, probe_train=64)
+#: Our reading of the CIFAR10 learning rate for finite K: Fig. 4's (the other captions are not in our copy).
+CIFAR_PAPER_LR = 1e-5
+#: colab: lr x 1000, K and steps / 1000 (:func:`scaled`).
+COLAB_C = 1000.0
+#: Full-batch steps accumulate the gradient over chunks of this many images: the same step, in
+#: memory that grows with the chunk instead of the batch, so that the colab and paper Fig. 11
+#: groups fit a Colab GPU (tests/test_image_runs.py checks XLA's memory plan of both).
+FULL_BATCH_CHUNK = 500
+
+
+def scaled(c: float, *, lr, Ks, steps, eval_every) -> dict:
+    """The colab rule (Goldwaser and Ge's own, Fig. 11): lr * c, K / c, steps / c (K values that
+    coincide after the division are kept once)."""
+    Ks = tuple(dict.fromkeys(None if k is None else max(1, int(round(k / c))) for k in Ks))
+    return dict(lr=lr * c, Ks=Ks, steps=int(steps / c), eval_every=max(1, int(eval_every / c)))
+
+
+def group(**kw) -> ImageRunConfig:
+    """An :class:`ImageRunConfig` with LeNet-50 on CIFAR10 unless ``model``/``dataset`` say otherwise."""
+    return ImageRunConfig(dataset=kw.pop("dataset", "cifar10"), model=kw.pop("model", "lenet50"), **kw)
+
+
+def run_groups(chapter: str, preset: str | None = None) -> dict:
+    """The run groups of an image chapter at a preset (``book`` trains none: the chapter plots a
+    recorded result instead, so this returns the ``colab`` settings for display)."""
+    if chapter not in CHAPTERS:
+        raise ValueError(f"unknown chapter {chapter!r}; the image chapters are {', '.join(CHAPTERS)}.")
+    preset = get_preset(preset)
+    return importlib.import_module(f"{__package__}.{chapter}").runs("colab" if preset == "book" else preset)
+
+
+def scale_table(chapter: str) -> list:
+    """Rows ``(run, setting, colab, paper)`` for every setting that differs between the
+    ``colab`` and ``paper`` presets of ``chapter``: the chapter's note on scale."""
+    colab, paper = run_groups(chapter, "colab"), run_groups(chapter, "paper")
+    rows = []
+    for name in paper:
+        if name not in colab:
+            rows.append((name, "(run)", "not run at colab", "run"))
+            continue
+        a, b = colab[name].as_dict(), paper[name].as_dict()
+        rows += [(name, field, a[field], b[field]) for field in a if a[field] != b[field]]
+    rows += [(name, "(run)", "run", "not in the paper") for name in colab if name not in paper]
+    return rows
+
+
+def scale_table_markdown(chapter: str) -> str:
+    """:func:`scale_table` as a Markdown table (``display(Markdown(...))`` in a notebook)."""
+    lines = ["| run group | setting | colab | paper |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{run}` | {field} | {format_setting(field, a)} | {format_setting(field, b)} |"
+              for run, field, a, b in scale_table(chapter)]
+    return "\n".join(lines)
+
+
+def follows_rule(colab: ImageRunConfig, paper: ImageRunConfig) -> bool:
+    """Whether ``colab`` is ``paper`` with lr x f, K / f and steps / f for one factor f (K = 1 and
+    K = inf kept): the rescaling of Goldwaser and Ge's Fig. 11 that keeps lr * K and lr * steps."""
+    f = colab.lr / paper.lr
+    ok = math.isclose(paper.steps / colab.steps, f, rel_tol=1e-6) and len(colab.runs) == len(paper.runs)
+    for (kc, _), (kp, _) in zip(colab.runs, paper.runs):
+        if kp is None or kp == 1:
+            ok = ok and kc == kp
+        else:
+            ok = ok and kc is not None and math.isclose(kp / kc, f, rel_tol=1e-6)
+    return ok
+
+
+def rule_table(chapter: str) -> str:
+    """For each run group of ``chapter``, how its colab settings relate to the paper's: whether
+    they follow the rule of :func:`scaled`, the ratios of learning rates, steps and largest finite
+    K, the training time ``lr * steps`` and ``lr * K`` of every run (``inf`` for K = inf)."""
+    colab, paper = run_groups(chapter, "colab"), run_groups(chapter, "paper")
+    big = lambda cfg: max((k for k in cfg.Ks if k is not None), default=None)
+    lrk = lambda cfg: ", ".join("inf" if k is None else f"{cfg.lr * k:.3g}" for k, _ in cfg.runs)
+    lines = [f"{'run group':16s} {'rule?':>5s} {'lr colab/paper':>14s} {'steps paper/colab':>17s} "
+             f"{'largest K paper/colab':>21s} {'lr*steps colab | paper':>23s}   lr*K per run, colab | paper"]
+    for name, c in colab.items():
+        p = paper.get(name)
+        if p is None:
+            lines.append(f"{name:16s} (colab only)")
+            continue
+        k_ratio = f"{big(p) / big(c):g}" if big(c) and big(c) > 1 and big(p) else "-"
+        lines.append(f"{name:16s} {'yes' if follows_rule(c, p) else 'no':>5s} {c.lr / p.lr:>14g} "
+                     f"{p.steps / c.steps:>17g} {k_ratio:>21s} {c.lr * c.steps:>11g} | {p.lr * p.steps:<9g}   "
+                     f"{lrk(c)} | {lrk(p)}")
+    return "\n".join(lines)
+
+
+def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = None, names: Sequence | None = None,
+                checkpoint_dir=None, progress=None) -> dict:
+    """Train the run groups of an image chapter (``names``, default all) and return their
+    :func:`~itlin_core.book.image_records.summarise` records, ``{name: record}``. At
+    ``colab``/``paper`` every group checkpoints to ``checkpoint_dir`` (default
+    :func:`~itlin_core.book.records.default_checkpoint_dir`) and resumes from it; at ``smoke``
+    nothing is written. ``data``: ``{dataset: image_data(...)}`` to reuse loaded data; missing
+    data sets are loaded with :func:`~itlin_core.book.image_runs.image_data`.
+
+    Raises:
+      ValueError: at the ``book`` preset (which plots recorded results and never trains), or an
+        unknown chapter or run name.
+    """
+    preset = get_preset(preset)
+    if preset == "book":
+        raise ValueError("the book preset does not train image chapters; it plots a recorded colab/paper "
+                         "result (load_results). Use ITLIN_PRESET=smoke, colab or paper to train.")
+    groups = run_groups(chapter, preset)
+    names = list(groups) if names is None else list(names)
+    unknown = [n for n in names if n not in groups]
+    if unknown:
+        raise ValueError(f"unknown run(s) {unknown} for chapter {chapter!r}; it has {list(groups)}.")
+    data = dict(data or {})
+    if checkpoint_dir is None and preset != "smoke":
+        checkpoint_dir = default_checkpoint_dir()
+    out = {}
+    for name in names:
+        cfg = groups[name]
+        if cfg.dataset not in data:
+            data[cfg.dataset] = image_data(cfg.dataset, preset)
+        tag = "-stand-in" if data[cfg.dataset].get("stand_in") else ""  # never resumed as a real-data run
+        ck = None if checkpoint_dir is None else Path(checkpoint_dir) / f"{chapter}-{name}-{preset}{tag}.npz"
+        hist = run_images(cfg, data[cfg.dataset], checkpoint_path=ck, progress=progress,
+                          desc=f"{chapter}/{name}: {len(cfg.runs)} run(s)")
+        out[name] = summarise(hist)
+    return out
+
+
+def provenance(record_or_results, preset: str | None = None) -> str:
+    """One line saying where the plotted numbers come from: a recorded colab/paper run (with its
+    device and date), or a smoke run on stand-in data that is *not* CIFAR10 or MNIST."""
+    if isinstance(record_or_results, dict) and "data" in record_or_results and "preset" in record_or_results:
+        r = record_or_results
+        dev = r.get("device", {}).get("device_kind", "unknown device")
+        groups = r["data"].values() if isinstance(r["data"], dict) else []
+        stand_in = any(isinstance(g, dict) and g.get("stand_in") for g in groups)
+        return (f"recorded {r['preset']} run on {dev}, {r.get('created', '?')}"
+                + (", on stand-in data: not CIFAR10/MNIST results" if stand_in else ""))
+    first = next(iter(record_or_results.values()))
+    if first.get("stand_in"):
+        return f"{preset or 'smoke'} run on in-format stand-in data: not CIFAR10/MNIST results"
+    return f"{preset} run, just computed"
+
+
+def chapter_results(chapter: str, preset: str | None = None):
+    """``(results, source)`` for a chapter notebook: at ``book`` the recorded colab/paper result
+    (``(None, None)`` when none is recorded); otherwise the chapter trained now
+    (:func:`run_chapter`), and at ``colab``/``paper`` on real data also recorded
+    (:func:`~itlin_core.book.records.save_results`)."""
+    preset = get_preset(preset)
+    if preset == "book":
+        record = load_results(chapter)
+        return (None, None) if record is None else (record["data"], provenance(record))
+    results = run_chapter(chapter, preset)
+    if preset in ("colab", "paper") and not any(r["stand_in"] for r in results.values()):
+        save_results(chapter, preset, results, seed=0)
+    return results, provenance(results, preset)
+
+
+def results_summary(chapter: str, results, source) -> str:
+    """What a chapter prints about its curves: their source and each group's size and cost, or
+    how to produce a record when there is none."""
+    if results is None:
+        return (f"No colab or paper result of '{chapter}' has been recorded yet, so the figures below are not "
+                "shown.\nTo produce one, run this notebook on a GPU with ITLIN_PRESET=colab (see the page "
+                f"'Running the chapters on a GPU'); it trains, saves book/results/{chapter}-colab.json, and the "
+                "book then plots it.")
+    lines = [f"source: {source}"]
+    for name, rec in results.items():
+        sps = rec["steps_per_second"]
+        diverged = "" if all(d is None for d in rec["diverged_at"]) else f"; diverged at {rec['diverged_at']}"
+        lines.append(f"{name:16s} {len(rec['labels'])} run(s), {rec['n_params']:,} parameters, "
+                     f"{rec['n_train']:,} training images, {rec['n_eval']:,} evaluated; {rec['seconds']:.0f} s"
+                     + (f" ({sps:.1f} steps/s)" if sps else "") + diverged)
+    return "\n".join(lines)
+
+
+def survives_round_trip(chapter: str, results) -> bool:
+    """Whether ``results`` come back unchanged from a save/load round trip through a results file
+    (in a temporary directory)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        save_results(chapter, "smoke", results, seed=0, results_dir=tmp)
+        back = load_results(chapter, preferred=("smoke",), results_dir=tmp)["data"]
+    return records_equal(results, back)
+
+
+__all__ = ["CHAPTERS", "SMOKE", "CIFAR_PAPER_LR", "COLAB_C", "FULL_BATCH_CHUNK", "scaled", "group", "run_groups",
+           "scale_table", "scale_table_markdown", "follows_rule", "rule_table", "run_chapter", "provenance",
+           "chapter_results", "results_summary", "survives_round_trip"]

@@ -1,0 +1,152 @@
+"""The records of image run groups: what :func:`summarise` keeps of a training history, what the
+chapters read from it (:func:`best_accuracy`), and the checks every record must pass
+(:func:`check_record`), whatever the data and the scale."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .common import feature_updates, k_label
+from .image_runs import ImageRunConfig
+
+
+def summarise(hist: dict) -> dict:
+    """The record of one :func:`itlin_core.book.image_runs.run_images` group: JSON-able (via
+    :func:`itlin_core.book.records.save_results`)
+    and what the chapters plot. Keys: ``config``, ``labels``, ``Ks`` (``None`` for inf),
+    ``dampings``, ``eval_step``, ``feature_updates`` ``(evals, runs)``, ``metrics`` (each
+    ``(evals, runs)``; evaluations after a run diverged are NaN), ``filters`` (when recorded),
+    ``train_loss`` (mean training loss over each evaluation interval, ``(evals - 1, runs)``),
+    ``diverged_at`` (per run, step or ``None``), ``seconds``, ``steps_per_second``,
+    ``n_params``, ``n_train``, ``n_eval``, ``stand_in``."""
+    cfg: ImageRunConfig = hist["config"]
+    runs = cfg.runs
+    steps = np.asarray(hist["eval_step"])
+    loss = np.asarray(hist["loss"], dtype=np.float64).reshape(-1, len(runs))
+    block = int(hist.get("loss_every", 1))
+    n_steps = int(steps[-1]) if len(steps) else 0
+    nonfinite = hist.get("nonfinite_at")  # None only when no step was taken
+    nonfinite = np.full(len(runs), -1) if nonfinite is None else np.asarray(nonfinite).reshape(len(runs))
+    diverged = [int(d) if d >= 0 else None for d in nonfinite]
+    mask = np.stack([steps > (d if d is not None else np.inf) for d in diverged], axis=1)
+    metrics = {}
+    for k, v in hist.items():
+        if k in ("loss", "eval_step", "filters") or not isinstance(v, np.ndarray) or v.ndim != 2:
+            continue
+        a = np.asarray(v, dtype=np.float64)
+        metrics[k] = np.where(mask, np.nan, a)
+    # loss[j] is the mean over steps [j * block, min((j + 1) * block, n_steps)); the evaluation at
+    # step s follows the steps < s, and evaluation steps are multiples of block (or the last step)
+    sizes = np.minimum(block, n_steps - block * np.arange(len(loss)))
+    edges = -(-np.clip(steps, 0, n_steps) // block)
+    train_loss = np.stack([(sizes[a:b, None] * loss[a:b]).sum(axis=0) / sizes[a:b].sum() if b > a
+                           else np.full(len(runs), np.nan)
+                           for a, b in zip(edges[:-1], edges[1:])]) if len(steps) > 1 else np.zeros((0, len(runs)))
+    out = {"config": cfg.as_dict(), "labels": cfg.labels,
+           "Ks": [None if k is None or k == math.inf else int(k) for k, _ in runs],
+           "dampings": [float(lam) for _, lam in runs], "eval_step": steps,
+           "feature_updates": feature_updates([k for k, _ in runs], steps), "metrics": metrics,
+           "train_loss": train_loss, "diverged_at": diverged, "seconds": float(hist["seconds"]),
+           "steps_per_second": float(n_steps / hist["seconds"]) if hist["seconds"] > 0 else None,
+           "n_params": int(hist["n_params"]), "n_train": int(hist["n_train"]), "n_eval": int(hist["n_eval"]),
+           "stand_in": bool(hist["stand_in"])}
+    if "filters" in hist:
+        out["filters"] = np.asarray(hist["filters"], dtype=np.float32)
+    return out
+
+
+def best_accuracy(record: dict, metric: str = "test_accuracy_proxy") -> np.ndarray:
+    """Optimal early stopping (Goldwaser and Ge, App. C.2.1, Figs. 3 and 4): the best value of ``metric``
+    over a record's evaluations, per run (NaN evaluations ignored)."""
+    a = np.asarray(record["metrics"][metric], dtype=np.float64)
+    with np.errstate(all="ignore"):
+        return np.where(np.isfinite(a).any(axis=0), np.nanmax(np.where(np.isfinite(a), a, -np.inf), axis=0), np.nan)
+
+
+def describe(cfg: ImageRunConfig) -> str:
+    """The settings of a run group that matter, in one line."""
+    Ks = ", ".join(k_label(k)[2:] for k in cfg.Ks)
+    lams = "" if set(cfg.dampings) == {0.0} else "; lambda in {" + ", ".join(f"{v:g}" for v in cfg.dampings) + "}"
+    batch = "full batch" if cfg.batch_size is None else f"batch {cfg.batch_size}"
+    if cfg.microbatch is not None:
+        batch += f" (gradient summed over chunks of {cfg.microbatch:,})"
+    n = "all training images" if cfg.n_train is None else f"{cfg.n_train:,} training images"
+    width = "" if cfg.width is None else f" (width {cfg.width})"
+    extra = (f"; probes fitted on {cfg.probe_train:,} images" if cfg.probes else "") + \
+            (f"; first {cfg.n_filters} filters recorded" if cfg.n_filters else "")
+    return (f"{cfg.model}{width} on {cfg.dataset}, {cfg.optimizer} lr={cfg.lr:g}, {batch}, {n}"
+            f"{', augmented' if cfg.augment else ''}; K in {{{Ks}}}{lams}; {cfg.steps:,} steps, "
+            f"evaluated every {cfg.eval_every:,} on {cfg.n_eval:,} test images{extra}")
+
+
+def format_setting(field: str, v) -> str:
+    """A value of :func:`itlin_core.book.image_chapters.scale_table` as the chapters' tables show it (``None`` means K = inf,
+    all images, full batch or the paper's width)."""
+    if field == "Ks":
+        return ", ".join(k_label(k)[2:] for k in v)
+    if field == "dampings":
+        return ", ".join(f"{x:g}" for x in v)
+    if v is None:
+        return {"n_train": "all", "batch_size": "full batch", "width": "paper's"}.get(field, "none")
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def records_equal(a, b) -> bool:
+    """Equal values, arrays (with dtype and shape) and NaNs, through nested dicts and lists: a
+    record and its :func:`itlin_core.book.records.save_results` / ``load_results`` round trip."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(records_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(records_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+                and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return a == b
+
+
+def check_record(name: str, rec: dict, smoke: bool = False) -> None:
+    """Assert the mechanics that hold for every run group, whatever the data and the scale (the
+    chapters' check cells): all runs start from the same initialisation; at an evaluation step
+    that is a multiple of K the proxy is the network (test and train accuracy, test loss);
+    K = inf's trained network is not its proxy; ``feature_updates`` is ``ceil(step / K)``;
+    evaluations after a divergence are NaN; K = 1 lowers its training loss unless it diverged;
+    with ``smoke``, no run diverged."""
+    steps, m = np.asarray(rec["eval_step"]), rec["metrics"]
+    if steps[0] == 0:   # every run of a group starts from the same initialisation
+        for key, a in m.items():
+            assert np.allclose(a[0], a[0, 0], rtol=1e-6, equal_nan=True), (name, key)
+    for i, K in enumerate(rec["Ks"]):
+        if K is None:
+            # never relinearised: after training, the network at the trained parameters is not the proxy
+            ok = np.flatnonzero(np.isfinite(m["test_loss_network"][:, i]) & (steps > 0))
+            assert len(ok) and m["test_loss_network"][ok[-1], i] != m["test_loss_proxy"][ok[-1], i], (name, K)
+            expected = np.ones(len(steps), dtype=np.int64)
+        else:
+            # at a multiple of K the anchor has just moved to the current parameters: proxy == network
+            at = steps % K == 0
+            for split in ("test", "train"):
+                assert np.array_equal(m[f"{split}_accuracy_network"][at, i], m[f"{split}_accuracy_proxy"][at, i],
+                                      equal_nan=True), (name, K, split)
+            assert np.allclose(m["test_loss_network"][at, i], m["test_loss_proxy"][at, i], rtol=1e-5,
+                               equal_nan=True), (name, K)
+            expected = np.maximum(1, -(-steps // K))      # ceil(step / K), the first linearisation counted
+        assert np.array_equal(np.asarray(rec["feature_updates"])[:, i], expected), (name, K)
+        d = rec["diverged_at"][i]
+        if d is not None:   # evaluations after a divergence are masked
+            assert np.all(np.isnan(m["test_accuracy_proxy"][steps > d, i])), (name, K)
+        if K == 1 and d is None:
+            loss = np.asarray(rec["train_loss"])[:, i]
+            assert loss[-1] < loss[0], (name, loss)        # plain training (K = 1) lowers its training loss
+    if smoke:
+        assert all(d is None for d in rec["diverged_at"]), (name, rec["diverged_at"])
+
+
+__all__ = ["summarise", "best_accuracy", "describe", "format_setting", "records_equal", "check_record"]

@@ -1,0 +1,238 @@
+"""Chapter "Gauss-Newton in the mean-field regime" (Arbel et al. 2023): the teacher-student
+regression of their §5.1, students trained by Gauss-Newton and gradient descent over sweeps of
+the initial scale ``tau0`` and the step size, with their metrics (§5.2) and the random-features
+baseline. :mod:`itlin_core.book.mean_field_scaling` builds its sweeps on these runs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import itlin_core as ic
+
+from .._progress import progress_bar
+from ..mean_field import hidden_features
+from .common import per_preset
+
+
+@dataclasses.dataclass(frozen=True)
+class TeacherStudentConfig:
+    """Paper 003 §5.1 at a chosen scale: ``n_train`` Gaussian inputs in ``d`` dimensions, targets
+    from a teacher with ``m_star`` units (``data.teacher_student``), ``n_test`` test points; a
+    mean-field student (``mean_field.mean_field_net``) of ``width`` units, hidden weights
+    ``N(0, tau0^2)``, last layer 0. GN (damping ``max(floor, alpha sigma_min)``) and GD with
+    constant step sizes, paper 003's convention (loss ``1/(2N) sum (f - y)^2``). A run stops
+    when its training loss falls below ``stop_loss`` or after ``gn_iterations`` /
+    ``gd_iterations`` steps; metrics are recorded at ``n_evals`` log-spaced iterations.
+    ``tau0s`` and the step-size grids ``gn_lrs``/``gd_lrs`` are the sweeps of 003 Fig. 1 (every
+    step size is run at every ``tau0``); the smallest ``tau0`` is Fig. 1 right's and Fig. 2's.
+    ``n_trains`` are the training-set sizes of Fig. 5, run at ``scaling_tau0s`` with the step-size
+    grids ``scaling_gn_lrs``/``scaling_gd_lrs``; ``betas`` the SiLU temperatures of Figs. 6-7
+    (run at the smallest ``tau0`` with ``gn_lrs`` and ``silu_gd_lrs``, or ``gd_lrs`` if empty);
+    ``compare_tau0`` the initial scale of Fig. 7's ReLU-against-SiLU(beta = 1) comparison."""
+
+    n_train: int
+    width: int
+    n_test: int
+    gn_iterations: int
+    gd_iterations: int
+    tau0s: tuple
+    gn_lrs: tuple
+    gd_lrs: tuple
+    n_evals: int = 30
+    n_trains: tuple = ()
+    scaling_tau0s: tuple = ()
+    scaling_gn_lrs: tuple = ()
+    scaling_gd_lrs: tuple = ()
+    betas: tuple = ()
+    silu_gd_lrs: tuple = ()
+    compare_tau0: float = 1.0
+    d: int = 10
+    m_star: int = 5
+    stop_loss: float = 1e-6
+    floor: float = 1e-7
+    alpha: float = 1.0
+    activation: str = "relu"
+    beta: float = 1.0
+    seed: int = 0
+
+
+TEACHER_STUDENT = {
+    "smoke": TeacherStudentConfig(n_train=40, width=200, n_test=500, gn_iterations=1500, gd_iterations=4000,
+                                  tau0s=(1e-3, 10.0), gn_lrs=(1e-2, 1.0, 40.0), gd_lrs=(0.1, 10.0, 100.0),
+                                  n_evals=12, n_trains=(20, 40, 80), scaling_tau0s=(1e-3, 1.0),
+                                  scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0,), betas=(1.0, 1e6),
+                                  silu_gd_lrs=(10.0, 100.0)),
+    "book": TeacherStudentConfig(n_train=100, width=1000, n_test=2000, gn_iterations=3000, gd_iterations=20000,
+                                 tau0s=(1e-3, 1e-1, 10.0), gn_lrs=(1e-2, 1.0, 100.0),
+                                 gd_lrs=(1.0, 10.0, 100.0, 1000.0),
+                                 n_trains=(25, 50, 100, 200), scaling_tau0s=(1e-3, 1.0),
+                                 scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0, 1000.0), betas=(1.0, 1e6),
+                                 silu_gd_lrs=(100.0, 1000.0)),
+    "paper": TeacherStudentConfig(n_train=500, width=5000, n_test=10000, gn_iterations=100_000,
+                                  gd_iterations=1_000_000, n_evals=60,
+                                  tau0s=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0),
+                                  gn_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
+                                  gd_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
+                                  n_trains=(100, 200, 500, 1000, 1500), scaling_tau0s=(1e-3, 1.0),
+                                  scaling_gn_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
+                                  scaling_gd_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0), betas=(1.0, 1e6)),
+}
+
+
+def teacher_student_config(preset: str | None = None) -> TeacherStudentConfig:
+    return per_preset(TEACHER_STUDENT, preset)
+
+
+def _require_x64(what: str):
+    if not jax.config.jax_enable_x64:
+        raise ValueError(
+            f"{what} needs 64-bit JAX (with tau0 = 1e-3 the hidden features are about 1e-3 and float32 "
+            "loses the digits of the least-squares re-fits): call "
+            "jax.config.update('jax_enable_x64', True) at the start of the notebook.")
+
+
+def teacher_student_problem(cfg: TeacherStudentConfig, n_train: int | None = None,
+                            activation: str | None = None, beta: float | None = None) -> dict:
+    """The data of one teacher-student problem. The teacher and the test set are the same for
+    every ``n_train`` (they come from the same keys); the training inputs are drawn afresh."""
+    _require_x64("the teacher-student experiments")
+    n = cfg.n_train if n_train is None else n_train
+    return ic.data.teacher_student(jax.random.key(cfg.seed), n, cfg.n_test, cfg.d, cfg.m_star,
+                                 activation or cfg.activation, cfg.beta if beta is None else beta)
+
+
+def teacher_student_metrics(params, data: dict, activation: str = "relu", beta: float = 1.0) -> dict:
+    """003 §5.2's metrics of one student: train and test loss (``1/(2N) sum (f - y)^2``), the
+    test loss after re-fitting the last layer on the frozen hidden features by eq. (8)
+    (Test-LRfit), the weighted cosine distance to the teacher (eq. (9)) and the smallest
+    eigenvalue of the NTK matrix ``A_w = J J^T`` (003 Fig. 4 right)."""
+    u, v = params["u"], params["v"]
+    m = v.shape[0]
+    phi = hidden_features(u, data["x_train"], activation, beta) / m
+    phi_t = hidden_features(u, data["x_test"], activation, beta) / m
+    half_mse = lambda f, y: 0.5 * jnp.mean((f - y) ** 2)
+    ntk = ic.mean_field_ntk(params, data["x_train"], activation=activation, beta=beta)
+    return {"train_loss": half_mse(phi @ v, data["y_train"]), "test_loss": half_mse(phi_t @ v, data["y_test"]),
+            "lrfit": ic.refit_test_loss(phi, data["y_train"], phi_t, data["y_test"]),
+            "wcd": ic.weighted_cosine_distance(u, data["u_star"]),
+            "sigma_min": jnp.linalg.eigvalsh(0.5 * (ntk + ntk.T))[0]}
+
+
+def eval_schedule(iterations: int, n_evals: int) -> np.ndarray:
+    """Iterations ``0 = i_0 < i_1 < ... = iterations`` at which metrics are recorded,
+    roughly log-spaced (003 Fig. 2 plots against log-iterations)."""
+    pts = np.unique(np.round(np.logspace(0, np.log10(max(iterations, 1)), n_evals)).astype(int))
+    return np.concatenate([[0], pts[pts <= iterations]])
+
+
+def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, data: dict | None = None,
+                        activation: str | None = None, beta: float | None = None, iterations: int | None = None,
+                        fast: bool = True, progress=None) -> dict:
+    """Train one student per ``(tau0s[g], lrs[g])`` pair (equal-length sequences) with ``method``
+    ``"gn"`` or ``"gd"``, all in one compiled program (``vmap`` over the pairs, a ``fori_loop``
+    between evaluations). Every student starts from the same standard-normal draw scaled by
+    its ``tau0`` (003 uses one seed; so does this). A student stops (its parameters freeze) once
+    its training loss is below ``cfg.stop_loss`` or a step overflows (divergence).
+
+    Returns a dict of numpy arrays: ``iters`` ``(E,)``; ``train_loss``, ``test_loss``,
+    ``lrfit``, ``wcd``, ``sigma_min`` of shape ``(E, G)``; ``stopped_at`` ``(G,)`` (the
+    iteration at which the stopping rule fired, or the budget); ``diverged`` ``(G,)`` (a step
+    produced non-finite parameters: the run stops at its last finite iterate, and its
+    ``final_*`` metrics are NaN); and ``final_*`` (the last row) for each metric.
+    """
+    if method not in ("gn", "gd"):
+        raise ValueError(f"method must be 'gn' or 'gd', got {method!r}.")
+    tau0s, lrs = np.asarray(tau0s, float), np.asarray(lrs, float)
+    if tau0s.shape != lrs.shape or tau0s.ndim != 1:
+        raise ValueError(f"tau0s and lrs must be 1-D and of equal length, got shapes {tau0s.shape} and {lrs.shape}.")
+    if (tau0s <= 0).any() or (lrs <= 0).any():
+        raise ValueError("every tau0 and step size must be > 0.")
+    act = activation or cfg.activation
+    beta = cfg.beta if beta is None else beta
+    data = teacher_student_problem(cfg, activation=act, beta=beta) if data is None else data
+    x, y = data["x_train"], data["y_train"]
+    net = ic.mean_field_net(cfg.d, cfg.width, 1.0, act, beta)
+    if method == "gn":
+        step = ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, fast=fast, activation=act, beta=beta)
+    else:
+        step = ic.make_gd_step(net, x, y)
+    budget = iterations or (cfg.gn_iterations if method == "gn" else cfg.gd_iterations)
+    z = net.init(jax.random.key(cfg.seed + 1))
+    params = {"u": jnp.asarray(tau0s)[:, None, None] * z["u"], "v": jnp.zeros((tau0s.size, cfg.width))}
+    loss = lambda p: 0.5 * jnp.mean((net.apply(p, x) - y) ** 2)
+
+    finite = lambda p: jnp.all(jnp.isfinite(p["u"])) & jnp.all(jnp.isfinite(p["v"]))
+
+    def body(_, c):
+        p, lr, done, diverged, stopped, it = c
+        hit = jax.vmap(loss)(p) < cfg.stop_loss
+        new = jax.vmap(step)(p, lr)
+        bad = ~jax.vmap(finite)(new)          # a step that overflowed: keep the last finite iterate
+        hit = (hit | bad) & ~done
+        stopped = jnp.where(hit, it, stopped)
+        diverged = diverged | (bad & ~done)
+        done = done | hit
+        keep = lambda a, b: jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
+        return jax.tree.map(keep, p, new), lr, done, diverged, stopped, it + 1
+
+    advance = jax.jit(lambda c, n: jax.lax.fori_loop(0, n, body, c))
+    # lax.map (a loop), not vmap: batched float64 eigh inside this program hung XLA:CPU here
+    # (jax 0.10, 2-core machine); evaluation is a small part of the cost.
+    evaluate = jax.jit(lambda ps: jax.lax.map(lambda p: teacher_student_metrics(p, data, act, beta), ps))
+    sched = eval_schedule(budget, cfg.n_evals)
+    g = tau0s.size
+    diverged, stopped = np.zeros(g, bool), np.full(g, budget)
+    active = np.arange(g)             # runs still training; finished ones are dropped from the batch
+    carry = (params, jnp.asarray(lrs), jnp.zeros(g, bool), jnp.zeros(g, bool), jnp.full(g, budget), 0)
+    rows = [jax.device_get(evaluate(params))]
+    iters = [0]
+    bar = progress_bar(budget, f"{method.upper()}, {g} runs", progress)
+    for a, b in zip(sched[:-1], sched[1:]):
+        carry = advance(carry[:5] + (jnp.asarray(a),), int(b - a))
+        ev = jax.device_get(evaluate(carry[0]))
+        row = {k: np.array(v) for k, v in rows[-1].items()}    # finished runs keep their last values
+        for k in row:
+            row[k][active] = ev[k]
+        rows.append(row)
+        iters.append(int(b))
+        done = np.asarray(carry[2])
+        diverged[active], stopped[active] = np.asarray(carry[3]), np.asarray(carry[4])
+        if bar is not None:
+            bar.update(int(b - a))
+        if done.all():
+            break
+        if done.any():                # shrink the batch (one recompilation per distinct size)
+            keep = np.flatnonzero(~done)
+            active = active[keep]
+            carry = jax.tree.map(lambda x: x[keep], carry[:5]) + (carry[5],)
+    if bar is not None:
+        bar.close()
+    out = {"iters": np.asarray(iters), "tau0": tau0s, "lr": lrs, "method": method}
+    for key in rows[0]:
+        out[key] = np.stack([np.asarray(r[key]) for r in rows])
+    out["stopped_at"], out["diverged"] = stopped, diverged
+    for key in rows[0]:          # a diverged run has no final metrics: NaN, never a stale value
+        out["final_" + key] = np.where(diverged, np.nan, out[key][-1])
+    return out
+
+
+def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | None = None,
+                             activation: str | None = None, beta: float | None = None) -> dict:
+    """003's RF baseline (eq. (8)): the minimum-norm least-squares last layer on the hidden
+    features at initialisation, for each ``tau0``. Its test loss is Test-LRfit at iteration 0."""
+    act = activation or cfg.activation
+    beta = cfg.beta if beta is None else beta
+    data = teacher_student_problem(cfg, activation=act, beta=beta) if data is None else data
+    u = ic.mean_field_net(cfg.d, cfg.width, 1.0, act, beta).init(jax.random.key(cfg.seed + 1))["u"]
+    feats = lambda t, x: hidden_features(t * u, x, act, beta) / cfg.width
+    res = [float(ic.refit_test_loss(feats(t, data["x_train"]), data["y_train"], feats(t, data["x_test"]), data["y_test"]))
+           for t in np.asarray(tau0s, float)]
+    return {"tau0": np.asarray(tau0s, float), "test_loss": np.asarray(res)}
+
+
+__all__ = ["TeacherStudentConfig", "TEACHER_STUDENT", "teacher_student_config", "teacher_student_problem",
+           "teacher_student_metrics", "eval_schedule", "run_teacher_student", "random_features_baseline"]

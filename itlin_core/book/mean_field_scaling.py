@@ -1,0 +1,87 @@
+"""Chapter "Mean-field Gauss-Newton: more data, smoother activations" (Arbel et al. 2023,
+Figs. 5-7): the sweeps of :mod:`itlin_core.book.mean_field_gn` over the training-set size, the
+SiLU temperature, and ReLU against SiLU."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .mean_field_gn import TeacherStudentConfig, random_features_baseline, run_teacher_student, teacher_student_problem
+
+
+def best_final(run: dict, metric: str = "final_test_loss") -> dict:
+    """For each ``tau0`` of ``run``, the final metrics of the step size with the lowest ``metric``
+    (diverged runs excluded; NaN if every step size diverged)."""
+    out = {}
+    for t in np.unique(run["tau0"]):
+        idx = np.flatnonzero(np.isclose(run["tau0"], t))
+        vals = run[metric][idx]
+        i = idx[np.nanargmin(vals)] if np.isfinite(vals).any() else None
+        out[float(t)] = {k[6:]: (float(run[k][i]) if i is not None else float("nan"))
+                         for k in run if k.startswith("final_")}
+        out[float(t)]["lr"] = float(run["lr"][i]) if i is not None else float("nan")
+    return out
+
+
+def run_sample_size(cfg: TeacherStudentConfig, progress=None) -> dict:
+    """003 Fig. 5 at ``cfg``'s scale: for every training-set size in ``cfg.n_trains``, GN and GD
+    over ``scaling_tau0s x scaling_*_lrs`` and RF; for each method and ``tau0`` the final metrics
+    at the step size with the best final test loss (as the paper reports). Returns
+    ``{"n_trains", "tau0s", "gn", "gd"`` (arrays ``(len(tau0s), len(n_trains))`` per metric,
+    plus ``lr``) and ``"rf"`` (test loss, same shape)}``."""
+    if not cfg.n_trains:
+        raise ValueError("this preset has no n_trains (training-set sizes) to sweep.")
+    tau0s = tuple(cfg.scaling_tau0s)
+    res = {"n_trains": np.asarray(cfg.n_trains), "tau0s": np.asarray(tau0s)}
+    per = {"gn": [], "gd": []}
+    rf = []
+    for n in cfg.n_trains:
+        data = teacher_student_problem(cfg, n_train=n)
+        rf.append(random_features_baseline(cfg, tau0s, data=data)["test_loss"])
+        for method, lrs in [("gn", cfg.scaling_gn_lrs), ("gd", cfg.scaling_gd_lrs)]:
+            T, L = np.meshgrid(tau0s, lrs, indexing="ij")
+            run = run_teacher_student(cfg, method, T.ravel(), L.ravel(), data=data, progress=progress)
+            per[method].append(best_final(run))
+    for method in ("gn", "gd"):
+        keys = per[method][0][float(tau0s[0])].keys()
+        res[method] = {k: np.array([[per[method][j][float(t)][k] for j in range(len(cfg.n_trains))] for t in tau0s])
+                       for k in keys}
+    res["rf"] = np.asarray(rf).T
+    return res
+
+
+def run_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
+    """003 Figs. 6-7 at ``cfg``'s scale: with a SiLU teacher and student of each temperature in
+    ``cfg.betas``, GN over ``gn_lrs`` and GD over ``silu_gd_lrs`` (``gd_lrs`` if empty) at the
+    smallest ``tau0``, and RF.
+    Returns ``{beta: {"gn": run, "gd": run, "rf": rf_test_loss}}``."""
+    tau = min(cfg.tau0s)
+    out = {}
+    for beta in cfg.betas:
+        data = teacher_student_problem(cfg, activation="silu", beta=beta)
+        entry = {"rf": float(random_features_baseline(cfg, [tau], data=data, activation="silu", beta=beta)["test_loss"][0])}
+        for method, lrs in [("gn", cfg.gn_lrs), ("gd", cfg.silu_gd_lrs or cfg.gd_lrs)]:
+            entry[method] = run_teacher_student(cfg, method, [tau] * len(lrs), lrs, data=data, activation="silu",
+                                                beta=beta, progress=progress)
+        out[float(beta)] = entry
+    return out
+
+
+def run_relu_vs_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
+    """003 Fig. 7 at ``cfg``'s scale: the step-size sweeps (GN over ``gn_lrs``, GD over
+    ``silu_gd_lrs`` or ``gd_lrs``) at ``tau0 = cfg.compare_tau0``, once with ReLU and once with
+    SiLU at ``beta = 1`` (teacher and student alike). Returns ``{"relu": entry, "silu": entry}``
+    with entries as in :func:`run_silu`."""
+    out = {}
+    for name, act in [("relu", "relu"), ("silu", "silu")]:
+        data = teacher_student_problem(cfg, activation=act, beta=1.0)
+        entry = {"rf": float(random_features_baseline(cfg, [cfg.compare_tau0], data=data, activation=act,
+                                                      beta=1.0)["test_loss"][0])}
+        for method, lrs in [("gn", cfg.gn_lrs), ("gd", cfg.silu_gd_lrs or cfg.gd_lrs)]:
+            entry[method] = run_teacher_student(cfg, method, [cfg.compare_tau0] * len(lrs), lrs, data=data,
+                                                activation=act, beta=1.0, progress=progress)
+        out[name] = entry
+    return out
+
+
+__all__ = ["best_final", "run_sample_size", "run_silu", "run_relu_vs_silu"]

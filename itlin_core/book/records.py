@@ -1,0 +1,229 @@
+r"""Results files: the recorded runs that the image chapters plot at the ``book`` preset.
+
+:func:`save_results` writes the curves of a finished run to ``book/results/<chapter>-<preset>.json``
+together with the preset, the seed, the software versions, the device and the time;
+:func:`load_results` reads the best recorded one back, so that at the ``book`` preset a GPU
+chapter plots a recorded result instead of training. (Checkpoints of runs in progress are the
+training loop's business: :func:`itlin_core.train` with ``checkpoint_path``.)
+
+Format (chosen for safety and portability, no pickle): standard JSON (no bare ``NaN``). Arrays
+are stored as ``{"__ndarray__": {"dtype", "shape", "data"}}`` with ``data`` the flat list of
+values; non-finite floats, in arrays and as scalars, are written as the strings ``"nan"``,
+``"inf"``, ``"-inf"`` (a scalar as ``{"__float__": "nan"}``), so they survive a round trip
+exactly. Files are written atomically (a temporary file moved into place).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import re
+from pathlib import Path
+from typing import Mapping
+
+import jax
+import numpy as np
+
+from .._io import atomic_write
+from .common import PRESETS
+
+FORMAT_VERSION = 1
+_CHAPTER_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+
+
+# ----------------------------------------------------------------------------------------------
+# where files go
+
+def _find_book_root(start: Path) -> Path | None:
+    """The nearest directory at or above ``start`` that holds ``_toc.yml`` and ``book/``."""
+    for d in (start, *start.parents):
+        if (d / "_toc.yml").is_file() and (d / "book").is_dir():
+            return d
+    return None
+
+
+def default_results_dir() -> Path:
+    """Where results files live: ``$ITLIN_RESULTS_DIR`` if set; else ``book/results`` of the
+    book checkout that contains the working directory (a chapter runs in ``book/``, the tests
+    in the repository root); else ``./book/results`` (e.g. ``/content/book/results`` on Colab)."""
+    env = os.environ.get("ITLIN_RESULTS_DIR")
+    if env:
+        return Path(env)
+    root = _find_book_root(Path.cwd().resolve())
+    return (root if root is not None else Path.cwd()) / "book" / "results"
+
+
+def default_checkpoint_dir() -> Path:
+    """Where the image chapters' checkpoints live: ``$ITLIN_CHECKPOINT_DIR`` if set (on Colab, a
+    folder on a mounted Google Drive, so that checkpoints outlive the runtime), else
+    ``./checkpoints``."""
+    return Path(os.environ.get("ITLIN_CHECKPOINT_DIR") or "checkpoints")
+
+
+def _check_chapter(chapter) -> str:
+    if not isinstance(chapter, str) or not _CHAPTER_RE.match(chapter):
+        raise ValueError(f"chapter must be a name of lower-case letters, digits and underscores "
+                         f"(the notebook's file name, e.g. 'cifar_k_sweep'), got {chapter!r}.")
+    return chapter
+
+
+def _check_preset(preset) -> str:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}: use one of {', '.join(PRESETS)}.")
+    return preset
+
+
+def results_path(chapter: str, preset: str, results_dir=None) -> Path:
+    """``<results_dir>/<chapter>-<preset>.json`` (names validated)."""
+    d = Path(results_dir) if results_dir is not None else default_results_dir()
+    return d / f"{_check_chapter(chapter)}-{_check_preset(preset)}.json"
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON encoding of curves
+
+def _float_token(v: float):
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+_FLOAT_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def _encode(obj, where="data"):
+    """Turn ``obj`` into standard-JSON values (see the module docstring)."""
+    if isinstance(obj, jax.Array) or isinstance(obj, np.ndarray):
+        a = np.asarray(obj)
+        if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+            raise ValueError(f"{where}: only numeric and boolean arrays can be recorded, got dtype {a.dtype}.")
+        if np.iscomplexobj(a):
+            raise ValueError(f"{where}: complex arrays cannot be recorded.")
+        flat = a.ravel().tolist()
+        if np.issubdtype(a.dtype, np.floating):
+            flat = [_float_token(v) for v in flat]
+        return {"__ndarray__": {"dtype": a.dtype.name, "shape": list(a.shape), "data": flat}}
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        return v if math.isfinite(v) else {"__float__": _float_token(v)}
+    if obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, Mapping):
+        out = {}
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{where}: dictionary keys must be strings, got {k!r}.")
+            if k in ("__ndarray__", "__float__"):
+                raise ValueError(f"{where}: the key {k!r} is reserved for the file format.")
+            out[k] = _encode(v, f"{where}[{k!r}]")
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+    raise ValueError(f"{where}: cannot record a value of type {type(obj).__name__}; use arrays, "
+                     "numbers, strings, None, lists and dicts with string keys.")
+
+
+def _decode(obj):
+    if isinstance(obj, dict):
+        if set(obj) == {"__ndarray__"}:
+            spec = obj["__ndarray__"]
+            data = [_FLOAT_WORDS[v] if isinstance(v, str) else v for v in spec["data"]]
+            return np.asarray(data, dtype=np.dtype(spec["dtype"])).reshape(spec["shape"])
+        if set(obj) == {"__float__"}:
+            return _FLOAT_WORDS[obj["__float__"]]
+        return {k: _decode(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode(v) for v in obj]
+    return obj
+
+
+def software_versions() -> dict:
+    """Versions of Python, jax, jaxlib, optax, numpy and itlin_core."""
+    import jaxlib
+    import optax
+    from .. import __version__
+    return {"python": platform.python_version(), "jax": jax.__version__,
+            "jaxlib": getattr(jaxlib, "__version__", "unknown"), "optax": optax.__version__,
+            "numpy": np.__version__, "itlin_core": __version__}
+
+
+def device_description() -> dict:
+    """The JAX backend and devices the run used (e.g. ``{"platform": "gpu", "device_kind":
+    "Tesla T4", "count": 1, ...}``)."""
+    devs = jax.devices()
+    return {"platform": jax.default_backend(), "device_kind": devs[0].device_kind, "count": len(devs),
+            "devices": [str(d) for d in devs], "machine": platform.machine()}
+
+
+def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results_dir=None,
+                 note: str | None = None) -> Path:
+    """Record a finished run's curves as ``<results_dir>/<chapter>-<preset>.json``.
+
+    Args:
+      chapter: the chapter's name (lower-case letters, digits, underscores; its notebook name).
+      preset: ``smoke``, ``book``, ``colab`` or ``paper``.
+      data: a dict of curves: arrays (NumPy or JAX), numbers, strings, ``None`` and nested
+        lists/dicts with string keys. NaN and infinities are kept (module docstring).
+      seed: the seed the run used (an integer).
+      results_dir: default :func:`default_results_dir` (``book/results``).
+      note: an optional free-text remark (e.g. "timing run on stand-in data").
+
+    The file also records the software versions, the device and the UTC time. It is written
+    atomically (temporary file + :func:`os.replace`): an existing record is replaced only by a
+    complete new one. Returns the path written.
+
+    Raises:
+      ValueError: a bad chapter or preset name, a non-integer seed, or a value that cannot be
+        recorded.
+    """
+    path = results_path(chapter, preset, results_dir)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}.")
+    if not isinstance(data, Mapping):
+        raise ValueError(f"data must be a dict of curves, got {type(data).__name__}.")
+    record = {"format": FORMAT_VERSION, "chapter": chapter, "preset": preset, "seed": int(seed),
+              "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+              "versions": software_versions(), "device": device_description(), "note": note,
+              "data": _encode(data)}
+    text = json.dumps(record, allow_nan=False, indent=1)  # encode fully before touching the disk
+    atomic_write(path, lambda f: f.write(text), "w")
+    return path
+
+
+def load_results(chapter: str, preferred=("paper", "colab"), results_dir=None) -> dict | None:
+    """The recorded result of ``chapter`` for the first preset in ``preferred`` that has one, or
+    ``None`` when none is recorded yet. The returned dict has the keys written by
+    :func:`save_results` (``preset``, ``seed``, ``versions``, ``device``, ``created``, ``note``)
+    and ``data`` with arrays as NumPy arrays.
+
+    Raises:
+      ValueError: a bad chapter or preset name, or a file that is not a valid record.
+    """
+    if isinstance(preferred, str):
+        preferred = (preferred,)
+    for preset in preferred:
+        path = results_path(chapter, preset, results_dir)
+        if not path.is_file():
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not valid JSON ({e}); delete it or record the run again.") from None
+        if not isinstance(record, dict) or record.get("format") != FORMAT_VERSION or "data" not in record:
+            raise ValueError(f"{path} is not a results record of format {FORMAT_VERSION}.")
+        record["data"] = _decode(record["data"])
+        return record
+    return None
+
+
+__all__ = ["save_results", "load_results", "results_path", "default_results_dir", "default_checkpoint_dir",
+           "software_versions", "device_description"]

@@ -1,0 +1,294 @@
+r"""The training loop: ``lax.scan`` over chunks of steps, evaluation between chunks, divergence
+detection, and (optionally) checkpoints that resume a run bit for bit.
+
+Conventions:
+
+* A step is ``step(state, batch) -> (state, metrics)`` with ``metrics["loss"]`` a scalar, or one
+  loss per run when the step is vmapped over a sweep (:func:`itlin_core.make_il_sweep_step`).
+* Batches come from a batch source ``i -> batch`` that depends on the step index only
+  (:mod:`itlin_core.pipeline`), so a resumed run sees exactly the batches of an uninterrupted one.
+* Chunks end at multiples of ``eval_every`` counted from step 0, so a resumed run takes exactly
+  the chunks (and evaluations) of an uninterrupted one.
+* The compiled chunk is cached per ``(step, batch function, shapes)``: calling :func:`train`
+  again with the same step and batch source does not compile again. The state is *donated* to
+  it (its buffers are reused for the new state, so a run holds one copy of the state, not two);
+  :func:`train` first copies the state it is given, so the caller's arrays stay valid.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._progress import progress_bar
+from .checkpoint import key_data, load_checkpoint, save_checkpoint
+from .pipeline import Batches
+
+#: Keys of the history that :func:`train` writes itself; an ``eval_fn`` may not return them.
+RESERVED_KEYS = ("loss", "loss_every", "eval_step", "diverged_at", "nonfinite_at", "seconds", "resumed_from")
+
+
+class TrainingDiverged(FloatingPointError):
+    """The training loss became NaN or infinite."""
+
+
+class _Closure:
+    """A plain batch function ``i -> batch`` in the ``fn(data, i)`` form of
+    :class:`itlin_core.Batches`; equal (for the compilation cache) when the function is the same."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, data, i):
+        return self.f(i)
+
+    def __hash__(self):
+        return hash(self.f)
+
+    def __eq__(self, other):
+        return isinstance(other, _Closure) and other.f is self.f
+
+
+def _whole_batch(data, i):
+    return data
+
+
+def _as_source(batches) -> Batches:
+    if isinstance(batches, Batches):
+        return batches
+    if callable(batches):
+        return Batches(_Closure(batches), None)
+    return Batches(_whole_batch, batches)   # a fixed batch: full-batch training
+
+
+def _scan_chunk(step, batch_fn, state, data, idx):
+    return jax.lax.scan(lambda s, i: step(s, batch_fn(data, i)), state, idx)
+
+
+_run_chunk = jax.jit(_scan_chunk, static_argnums=(0, 1), donate_argnums=(2,))
+_run_chunk_keep = jax.jit(_scan_chunk, static_argnums=(0, 1))  # on_nonfinite="stop" returns the old state
+
+
+def _whole(name, v, minimum):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(v) or int(v) != v or v < minimum:
+        kind = "a non-negative" if minimum == 0 else "a positive"
+        raise ValueError(f"{name} must be {kind} integer, got {v!r}.")
+    return int(v)
+
+
+def _block_means(losses: np.ndarray, block: int) -> np.ndarray:
+    """Means over consecutive blocks of ``block`` steps (leading axis); the last may be shorter.
+    Summed in float64 and returned in the losses' dtype."""
+    n = len(losses)
+    full = n // block
+    parts = []
+    if full:
+        parts.append(losses[:full * block].reshape(full, block, *losses.shape[1:]).mean(axis=1, dtype=np.float64))
+    if n > full * block:
+        parts.append(losses[full * block:].mean(axis=0, dtype=np.float64)[None])
+    return np.concatenate(parts).astype(losses.dtype) if parts else losses[:0]
+
+
+class _History:
+    """What a run records, chunk by chunk (also restored from a checkpoint)."""
+
+    def __init__(self, block, saved=None):
+        saved = dict(saved or {})
+        self.block = block
+        self.losses = [np.asarray(saved.pop("loss"))] if "loss" in saved else []
+        self.eval_step = [int(s) for s in saved.pop("eval_step", [])]
+        self.diverged_at = saved.pop("diverged_at", None)
+        self.nonfinite_at = saved.pop("nonfinite_at", None)
+        self.seconds = float(saved.pop("seconds", 0.0))
+        saved.pop("loss_every", None)
+        self.evals = {k: list(np.asarray(v)) for k, v in saved.items()}
+
+    def evaluate(self, jit_eval, state, at):
+        if jit_eval is None:
+            return
+        values = {k: np.asarray(v) for k, v in jit_eval(state).items()}
+        clash = sorted(set(values) & set(RESERVED_KEYS))
+        if clash:
+            raise ValueError(f"eval_fn returned the key(s) {clash}, which the training history uses itself "
+                             f"({', '.join(RESERVED_KEYS)}); rename those metrics.")
+        self.eval_step.append(at)
+        for k, v in values.items():
+            self.evals.setdefault(k, []).append(v)
+
+    def as_dict(self, seconds, ignore_nonfinite):
+        out = {"eval_step": np.asarray(self.eval_step, dtype=np.int64), "diverged_at": self.diverged_at,
+               "loss": np.concatenate(self.losses) if self.losses else np.zeros((0,)), "loss_every": self.block,
+               "seconds": seconds}
+        if ignore_nonfinite:
+            out["nonfinite_at"] = self.nonfinite_at
+        out.update({k: np.stack(v) for k, v in self.evals.items()})
+        return out
+
+
+def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable | None = None,
+          eval_every: int | None = None, loss_every: int | None = None, on_nonfinite: str = "raise",
+          progress: str | bool | None = None, desc: str = "training", checkpoint_path=None,
+          checkpoint_every: int | None = None, key=None, meta: Mapping | None = None,
+          stop_at: int | None = None):
+    """Run ``num_steps`` of ``step`` with ``lax.scan`` in chunks, evaluating between chunks.
+
+    Args:
+      step: ``step(state, batch) -> (state, metrics)`` with a scalar ``metrics["loss"]``
+        (or one loss per run when the step is vmapped over a sweep).
+      state: initial state (copied: the caller's arrays stay valid).
+      batches: a batch source (:func:`itlin_core.full_batch`, :func:`itlin_core.minibatches`,
+        :func:`itlin_core.augmented_minibatches`), any jittable function ``i -> batch`` of the
+        int32 step index, or a fixed batch (full batch).
+      num_steps: total number of steps.
+      eval_fn: ``eval_fn(state) -> dict`` of arrays, evaluated at step 0, every ``eval_every``
+        steps and at the end. Its keys may not be those of :data:`RESERVED_KEYS`.
+      eval_every: chunk length (default: ``num_steps``, i.e. one chunk).
+      loss_every: record the loss as its mean over blocks of ``loss_every`` steps (blocks
+        start at multiples of ``loss_every`` counted from step 0; a run's last block may be
+        shorter) instead of every step. Long runs need this: 6e7 steps of two runs' float32
+        losses are 480 MB, kept in memory and written into every checkpoint. ``eval_every``
+        (when given) must be a multiple of it. Divergence is still located to the exact step,
+        from the per-step losses of each chunk, before they are averaged.
+      on_nonfinite: ``"raise"`` (default) raises :class:`TrainingDiverged` naming the step;
+        ``"stop"`` ends training and returns what was recorded before the bad chunk, with
+        ``history["diverged_at"]`` set; ``"ignore"`` records NaNs (the caller masks them).
+      progress: ``"auto"`` (notebook widget or terminal), ``"text"`` (stderr), ``"off"``;
+        default from the ``ITLIN_PROGRESS`` environment variable.
+      desc: the progress bar's label and the start of a divergence message.
+      checkpoint_path: save a checkpoint (:func:`itlin_core.save_checkpoint`) to this ``.npz``
+        file every ``checkpoint_every`` steps and at the end; when the file exists, resume from
+        it instead of starting from ``state``. An interrupted-then-resumed run reproduces the
+        uninterrupted run bit for bit, history included (on a GPU this also needs XLA's
+        deterministic kernels, ``XLA_FLAGS=--xla_gpu_deterministic_ops=true``). A run that is
+        finished, or stopped by a divergence, returns its recorded result without training.
+      checkpoint_every: steps between checkpoints, a multiple of ``eval_every`` (default
+        ``eval_every``). Only with ``checkpoint_path``, as are ``key``, ``meta`` and ``stop_at``.
+      key: the PRNG key the run's data order (and any other randomness) derives from; it is
+        saved, and resuming with a different key raises ValueError.
+      meta: JSON-able settings that must match on resume (e.g. the preset and K values);
+        ``num_steps``, ``eval_every``, ``checkpoint_every`` and ``loss_every`` always are.
+      stop_at: stop (after checkpointing) once this many steps are done, e.g. to fit a session;
+        the next call continues from there. A multiple of ``eval_every``.
+
+    Returns:
+      ``(state, history)``: ``history["loss"]`` has one entry per step (leading axis), or one
+      per block of ``loss_every`` steps, and ``history["loss_every"]`` says which (1 or
+      ``loss_every``); ``history["eval_step"]`` the steps at which ``eval_fn`` ran and
+      ``history[k]`` its values, ``history["diverged_at"]`` the first non-finite step or
+      ``None``, ``history["seconds"]`` the wall time of training (summed over resumed calls).
+      With ``on_nonfinite="ignore"`` also ``history["nonfinite_at"]``: for each entry of the
+      loss (one per run for a sweep), the first step whose loss was non-finite, ``-1`` for none.
+      With ``checkpoint_path`` also ``history["resumed_from"]``: the step this call started
+      from (0 for a fresh run).
+
+    Raises:
+      ValueError: bad arguments, or a checkpoint from a different run (structure, key or
+        settings differ).
+      TrainingDiverged: a non-finite loss under ``on_nonfinite="raise"``.
+    """
+    if on_nonfinite not in ("raise", "stop", "ignore"):
+        raise ValueError(f"on_nonfinite must be 'raise', 'stop' or 'ignore', got {on_nonfinite!r}.")
+    num_steps = _whole("num_steps", num_steps, 0)
+    aligned = eval_every is not None
+    eval_every = _whole("eval_every", eval_every, 1) if aligned else max(num_steps, 1)
+    block = 1 if loss_every is None else _whole("loss_every", loss_every, 1)
+    if aligned and eval_every % block:
+        raise ValueError(f"eval_every ({eval_every}) must be a multiple of loss_every ({block}), "
+                         "so that every chunk ends where a loss block does.")
+    if checkpoint_path is None:
+        extra = [n for n, v in (("checkpoint_every", checkpoint_every), ("key", key), ("meta", meta),
+                                ("stop_at", stop_at)) if v is not None]
+        if extra:
+            raise ValueError(f"{', '.join(extra)} only apply with checkpoint_path; pass a checkpoint file too.")
+    else:
+        checkpoint_every = eval_every if checkpoint_every is None else _whole("checkpoint_every", checkpoint_every, 1)
+        if checkpoint_every % eval_every:
+            raise ValueError(f"checkpoint_every must be a positive multiple of eval_every ({eval_every}), "
+                             f"got {checkpoint_every}: checkpoints are taken between evaluation chunks.")
+        if stop_at is not None and (isinstance(stop_at, bool) or int(stop_at) != stop_at or stop_at < 0
+                                    or stop_at % eval_every):
+            raise ValueError(f"stop_at must be a non-negative multiple of eval_every ({eval_every}), got "
+                             f"{stop_at!r}: a run stops only where the uninterrupted run evaluates.")
+    end = num_steps if stop_at is None else min(int(stop_at), num_steps)
+    source = _as_source(batches)
+    ignore = on_nonfinite == "ignore"
+
+    # resume from a checkpoint of the same run
+    start, saved = 0, None
+    if checkpoint_path is not None:
+        path = Path(checkpoint_path)
+        kd = key_data(key)
+        run_meta = {"num_steps": num_steps, "eval_every": eval_every if aligned else num_steps,
+                    "checkpoint_every": checkpoint_every, "loss_every": block,
+                    "user": json.loads(json.dumps(dict(meta or {}), allow_nan=False))}
+        if path.exists():
+            ck = load_checkpoint(path, state)
+            if ck.meta != run_meta:
+                raise ValueError(f"{path} was written by a run with other settings ({ck.meta}) than this one "
+                                 f"({run_meta}); delete it or choose another checkpoint_path.")
+            if (ck.key is None) != (kd is None) or (kd is not None and not np.array_equal(ck.key, kd)):
+                raise ValueError(f"{path} was written by a run with another PRNG key (seed); resuming it would "
+                                 "not reproduce that run. Use the same seed, or delete the checkpoint.")
+            state, start, saved = ck.state, ck.step, ck.history
+    history = _History(block, saved)
+    if saved is not None and (history.diverged_at is not None or start >= end):
+        return state, dict(history.as_dict(history.seconds, ignore), resumed_from=start)
+
+    def checkpoint(s, at):
+        save_checkpoint(path, s, step=at, key=kd, meta=run_meta,
+                        history=history.as_dict(history.seconds + time.perf_counter() - t0, ignore))
+
+    jit_eval = jax.jit(eval_fn) if eval_fn is not None else None
+    run = _run_chunk_keep if on_nonfinite == "stop" else _run_chunk
+    state = jax.tree.map(jnp.copy, state)      # ours to donate
+    t0 = time.perf_counter()
+    if start == 0:
+        history.evaluate(jit_eval, state, 0)
+    bar = progress_bar(end - start, desc, progress) if end > start else None
+    at, saved_at = start, start
+    try:
+        while at < end:
+            n = min(eval_every - at % eval_every, end - at)
+            new_state, metrics = run(step, source.fn, state, source.data, jnp.arange(at, at + n, dtype=jnp.int32))
+            losses = np.asarray(metrics["loss"])
+            bad = ~np.isfinite(losses)
+            if bad.any() and not ignore:
+                history.diverged_at = at + int(np.argmax(bad.reshape(n, -1).any(axis=1)))
+                if on_nonfinite == "raise":
+                    raise TrainingDiverged(
+                        f"{desc}: the loss became non-finite at step {history.diverged_at}; training stopped. "
+                        "Lower the learning rate, add damping, or check the data for NaNs.")
+                break
+            if ignore:
+                first = np.where(bad.any(axis=0), at + np.argmax(bad, axis=0), -1).astype(np.int64)
+                prev = history.nonfinite_at
+                history.nonfinite_at = first if prev is None else np.where(prev >= 0, prev, first)
+            history.losses.append(_block_means(losses, block) if block > 1 else losses)
+            state, at = new_state, at + n
+            history.evaluate(jit_eval, state, at)
+            if bar is not None:
+                bar.update(n)
+            if checkpoint_path is not None and (at % checkpoint_every == 0 or at == end):
+                checkpoint(state, at)
+                saved_at = at
+        if checkpoint_path is not None and (history.diverged_at is not None or saved_at != at):
+            checkpoint(state, at)
+    finally:
+        if bar is not None:
+            bar.close()
+    out = history.as_dict(history.seconds + time.perf_counter() - t0, ignore)
+    if checkpoint_path is not None:
+        out["resumed_from"] = start
+    return state, out
+
+
+__all__ = ["train", "TrainingDiverged", "RESERVED_KEYS"]

@@ -1,0 +1,91 @@
+"""The package's two layers stay as ARCHITECTURE.md describes them: the algorithm layer never
+imports the book layer and has no import cycles, no module grows past about 400 lines, every
+module is listed in ARCHITECTURE.md, and no code points readers to a design file that is not in
+the repository."""
+
+import ast
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "itlin_core"
+MODULES = sorted(PACKAGE.rglob("*.py"))
+MAX_LINES = 400
+
+
+def name_of(path):
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def imports(path):
+    """The itlin_core modules that ``path`` imports (relative imports resolved)."""
+    mod = name_of(path)
+    package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+                if node.module:
+                    out.add(target)
+                else:
+                    out.update(f"{target}.{a.name}" for a in node.names)
+            elif node.module and node.module.startswith("itlin_core"):
+                out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("itlin_core"))
+    return out
+
+
+def is_book(mod):
+    return mod == "itlin_core.book" or mod.startswith("itlin_core.book.")
+
+
+def test_the_algorithm_layer_never_imports_the_book_layer():
+    for path in MODULES:
+        mod = name_of(path)
+        if not is_book(mod):
+            bad = sorted(m for m in imports(path) if is_book(m))
+            assert not bad, f"{mod} imports the book layer: {bad}"
+
+
+def test_the_algorithm_layer_has_no_import_cycles():
+    graph = {}
+    for path in MODULES:
+        mod = name_of(path)
+        if not is_book(mod) and mod != "itlin_core":
+            graph[mod] = {m for m in imports(path) if m in {name_of(p) for p in MODULES} and m != "itlin_core"}
+    state = {}
+
+    def visit(m, stack):
+        state[m] = "open"
+        for d in graph.get(m, ()):
+            assert state.get(d) != "open", f"import cycle: {' -> '.join(stack + [m, d])}"
+            if d not in state:
+                visit(d, stack + [m])
+        state[m] = "done"
+
+    for m in graph:
+        if m not in state:
+            visit(m, [])
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_modules_are_small(path):
+    n = len(path.read_text().splitlines())
+    assert n <= MAX_LINES, f"{path.relative_to(ROOT)} has {n} lines; split it (ARCHITECTURE.md)"
+
+
+def test_every_module_is_in_architecture_md():
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    listed = set(re.findall(r"`([A-Za-z_0-9]+\.py)`", text))
+    missing = sorted(str(p.relative_to(PACKAGE)) for p in MODULES if p.name not in listed)
+    assert not missing, f"modules missing from ARCHITECTURE.md: {missing}"
+
+
+def test_no_pointer_to_a_missing_design_file():
+    for path in MODULES:
+        assert "DESIGN" not in path.read_text(), f"{path.relative_to(ROOT)} points to DESIGN.md"

@@ -1,0 +1,128 @@
+"""The book's results files (itlin_core.book.records): they round trip exactly (NaN and
+infinities included), are written atomically, and refuse bad names and values."""
+
+import json
+import os
+import platform
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import itlin_core as ic
+from itlin_core.book import records
+
+# ------------------------------------------------------------------------------ results files
+
+
+def curves():
+    return {"eval_step": np.arange(0, 50, 10),
+            "test_accuracy": jnp.asarray([[0.1, 0.5], [0.7, np.nan]], dtype=jnp.float32),
+            "loss": np.array([np.inf, -np.inf, 1.5, np.nan]),
+            "best": float("nan"), "lr": 1e-3, "Ks": [1, 3, None], "converged": np.array([True, False]),
+            "label": "K sweep", "nested": {"counts": (1, 2), "empty": np.zeros((0, 3), np.float32)},
+            "n": np.int64(7), "ratio": np.float32(0.25)}
+
+
+def test_results_round_trip(tmp_path):
+    data = curves()
+    path = records.save_results("toy_chapter", "colab", data, seed=3, results_dir=tmp_path)
+    assert path == tmp_path / "toy_chapter-colab.json"
+    # the file is standard JSON: no bare NaN/Infinity tokens
+    json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    rec = records.load_results("toy_chapter", results_dir=tmp_path)
+    assert rec["preset"] == "colab" and rec["seed"] == 3 and rec["chapter"] == "toy_chapter"
+    got = rec["data"]
+    for k in ("eval_step", "test_accuracy", "loss", "converged"):
+        want = np.asarray(data[k])
+        assert got[k].dtype == want.dtype and got[k].shape == want.shape, k
+        np.testing.assert_array_equal(got[k], want)  # equal, NaNs in the same places
+    assert np.isnan(got["best"]) and got["lr"] == data["lr"]
+    assert got["Ks"] == [1, 3, None] and got["label"] == "K sweep" and got["nested"]["counts"] == [1, 2]
+    assert got["nested"]["empty"].shape == (0, 3) and got["nested"]["empty"].dtype == np.float32
+    assert got["n"] == 7 and got["ratio"] == 0.25
+
+
+def test_versions_device_and_time_are_recorded(tmp_path):
+    import jaxlib
+    records.save_results("toy", "paper", {"x": np.ones(2)}, seed=0, results_dir=tmp_path, note="a test")
+    rec = records.load_results("toy", results_dir=tmp_path)
+    assert rec["versions"] == {"python": platform.python_version(), "jax": jax.__version__,
+                               "jaxlib": jaxlib.__version__, "optax": optax.__version__,
+                               "numpy": np.__version__, "itlin_core": ic.__version__}
+    assert rec["device"]["platform"] == jax.default_backend()
+    assert rec["device"]["count"] == len(jax.devices())
+    assert rec["device"]["device_kind"] == jax.devices()[0].device_kind
+    assert rec["created"].endswith("+00:00") and rec["note"] == "a test"
+
+
+def test_load_results_prefers_presets_in_order(tmp_path):
+    assert records.load_results("toy", results_dir=tmp_path) is None  # none recorded yet
+    records.save_results("toy", "colab", {"v": 1}, seed=0, results_dir=tmp_path)
+    assert records.load_results("toy", results_dir=tmp_path)["preset"] == "colab"
+    records.save_results("toy", "paper", {"v": 2}, seed=0, results_dir=tmp_path)
+    assert records.load_results("toy", results_dir=tmp_path)["data"]["v"] == 2
+    assert records.load_results("toy", preferred=("colab", "paper"), results_dir=tmp_path)["data"]["v"] == 1
+    assert records.load_results("toy", preferred="smoke", results_dir=tmp_path) is None
+
+
+def test_results_write_is_atomic(tmp_path, monkeypatch):
+    records.save_results("toy", "colab", {"v": np.arange(3)}, seed=0, results_dir=tmp_path)
+    before = (tmp_path / "toy-colab.json").read_bytes()
+
+    # a failure after part of the new file has been written (here: at fsync) ...
+    def broken_fsync(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(records.os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        records.save_results("toy", "colab", {"v": np.arange(10 ** 5)}, seed=1, results_dir=tmp_path)
+    # ... leaves the old record untouched and no temporary file behind
+    assert (tmp_path / "toy-colab.json").read_bytes() == before
+    assert os.listdir(tmp_path) == ["toy-colab.json"]
+    # a first write that fails leaves no file at all
+    with pytest.raises(OSError):
+        records.save_results("other", "colab", {"v": 1}, seed=0, results_dir=tmp_path)
+    assert os.listdir(tmp_path) == ["toy-colab.json"]
+    # a value that cannot be recorded fails before anything is written
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="cannot record"):
+        records.save_results("third", "colab", {"f": print}, seed=0, results_dir=tmp_path)
+    assert os.listdir(tmp_path) == ["toy-colab.json"]
+
+
+@pytest.mark.parametrize("chapter", ["CIFAR", "cifar-10", "", "../x", "a/b", 3])
+def test_bad_chapter_names_raise(tmp_path, chapter):
+    with pytest.raises(ValueError, match="chapter must be"):
+        records.save_results(chapter, "colab", {}, seed=0, results_dir=tmp_path)
+    with pytest.raises(ValueError, match="chapter must be"):
+        records.load_results(chapter, results_dir=tmp_path)
+
+
+def test_bad_arguments_raise(tmp_path):
+    with pytest.raises(ValueError, match="unknown preset"):
+        records.save_results("toy", "gpu", {}, seed=0, results_dir=tmp_path)
+    with pytest.raises(ValueError, match="unknown preset"):
+        records.load_results("toy", preferred=("big",), results_dir=tmp_path)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        records.save_results("toy", "colab", {}, seed=1.5, results_dir=tmp_path)
+    with pytest.raises(ValueError, match="keys must be strings"):
+        records.save_results("toy", "colab", {1: 2}, seed=0, results_dir=tmp_path)
+    with pytest.raises(ValueError, match="reserved"):
+        records.save_results("toy", "colab", {"__float__": 2}, seed=0, results_dir=tmp_path)
+    (tmp_path / "bad-colab.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        records.load_results("bad", results_dir=tmp_path)
+    assert os.listdir(tmp_path) == ["bad-colab.json"]
+
+
+def test_default_results_dir_is_the_books(tmp_path, monkeypatch):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "_toc.yml").write_text("root: book/intro\n")
+    monkeypatch.delenv("ITLIN_RESULTS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path / "book")  # a chapter runs in book/
+    assert records.default_results_dir() == tmp_path.resolve() / "book" / "results"
+    monkeypatch.setenv("ITLIN_RESULTS_DIR", str(tmp_path / "elsewhere"))
+    assert records.default_results_dir() == tmp_path / "elsewhere"
