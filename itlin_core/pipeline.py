@@ -109,7 +109,7 @@ def augmented_minibatches(key, x, y, batch_size: int, *, padding: int = 4, flip:
         raise ValueError("give both mean and std (to normalise) or neither.")
     _check_images(x, "x")
     k_perm, k_aug = jax.random.split(key)
-    source = minibatches(k_perm, x, y, batch_size)
+    minibatches(k_perm, x, y, batch_size)    # checks x, y and batch_size now, not at the first step
     scale = mean is not None
     data = (k_perm, k_aug, x, y, jnp.asarray(mean if scale else 0.0, jnp.float32),
             jnp.asarray(std if scale else 1.0, jnp.float32))

@@ -268,3 +268,11 @@ def test_divergence_is_detected_not_plotted():
     state, hist = ic.train(step, ic.init_il_state(params, opt), (X, Y), 200, eval_every=50, on_nonfinite="stop")
     assert hist["diverged_at"] is not None and np.all(np.isfinite(hist["loss"]))
     assert len(hist["loss"]) <= hist["diverged_at"]
+
+
+def test_minibatches_refuse_inputs_and_labels_of_different_lengths():
+    x = jnp.arange(10.0)[:, None]
+    with pytest.raises(ValueError, match="same number of examples"):
+        ic.minibatches(jax.random.key(0), x, x[:9], 3)
+    with pytest.raises(ValueError, match="same number of examples"):
+        ic.augmented_minibatches(jax.random.key(0), jnp.zeros((10, 4, 4, 3)), jnp.zeros(9, jnp.int32), 3)

@@ -1,4 +1,5 @@
-"""The chapters are stored as the build and Colab expect them (DESIGN.md §4, §5)."""
+"""The chapters are stored as the build and Colab expect them: without outputs (the build and
+nbval execute them), a hidden Colab install cell first, check cells last, listed in the toc."""
 
 import json
 import pathlib
