@@ -1,12 +1,34 @@
-"""Atomic file writes, shared by checkpoints (:mod:`itlin_core.checkpoint`) and the book's
-results files: a file the package writes is either the complete new version or the old one."""
+"""File helpers shared by checkpoints (:mod:`itlin_core.checkpoint`) and the book's results
+files: atomic writes (a file the package writes is either the complete new version or the old
+one) and the JSON spelling of non-finite floats (``"nan"``, ``"inf"``, ``"-inf"``; as a scalar,
+``{"__float__": "nan"}``), so that they survive a round trip through standard JSON."""
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Callable
+
+
+#: The JSON words for non-finite floats, and the floats they stand for.
+FLOAT_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def float_token(v: float):
+    """``v`` itself when finite, else its word (``"nan"``, ``"inf"`` or ``"-inf"``)."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def encode_float(v) -> float | dict:
+    """A float as standard JSON: itself when finite, else ``{"__float__": word}``."""
+    v = float(v)
+    return v if math.isfinite(v) else {"__float__": float_token(v)}
 
 
 def atomic_write(path, write: Callable, mode: str) -> None:

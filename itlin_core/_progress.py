@@ -14,16 +14,19 @@ MODES = ("auto", "text", "off")
 
 
 def progress_mode(mode) -> str:
-    """``mode`` (``True`` is ``"auto"``, ``False`` is ``"off"``), else ``$ITLIN_PROGRESS``, else
-    ``"auto"``; raises ValueError for anything else."""
+    """``mode`` (``True``, ``"1"``, ``"true"``, ``"on"`` mean ``"auto"``; ``False``, ``"0"``,
+    ``"false"``, ``"none"`` mean ``"off"``), else ``$ITLIN_PROGRESS``, else ``"auto"``; raises
+    ValueError for anything else."""
     if mode is True:
         return "auto"
     if mode is False:
         return "off"
     name = str(mode or os.environ.get("ITLIN_PROGRESS", "auto")).strip().lower()
-    name = "off" if name in ("0", "false", "none") else name
+    name = {"0": "off", "false": "off", "no": "off", "none": "off",
+            "1": "auto", "true": "auto", "yes": "auto", "on": "auto"}.get(name, name)
     if name not in MODES:
-        raise ValueError(f"progress (or ITLIN_PROGRESS) must be one of {', '.join(MODES)}, got {mode or name!r}.")
+        raise ValueError(f"progress (or the environment variable ITLIN_PROGRESS) must be one of "
+                         f"{', '.join(MODES)}, got {mode or name!r}.")
     return name
 
 

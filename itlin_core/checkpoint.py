@@ -12,7 +12,6 @@ data, the history arrays and a JSON header (non-finite scalars written as ``{"__
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
@@ -20,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._io import atomic_write
+from ._io import FLOAT_WORDS, atomic_write, encode_float
 
 FORMAT_VERSION = 1
 
@@ -44,22 +43,16 @@ class Checkpoint(NamedTuple):
     meta: dict
 
 
-_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
 def _encode_scalar(v):
     if v is None or isinstance(v, (bool, np.bool_)):
         return None if v is None else bool(v)
     if isinstance(v, (int, np.integer)):
         return int(v)
-    v = float(v)
-    if math.isfinite(v):
-        return v
-    return {"__float__": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
+    return encode_float(v)
 
 
 def _decode_scalar(v):
-    return _WORDS[v["__float__"]] if isinstance(v, dict) else v
+    return FLOAT_WORDS[v["__float__"]] if isinstance(v, dict) else v
 
 
 def key_data(key):

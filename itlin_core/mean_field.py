@@ -38,10 +38,6 @@ from .activations import activation_pair
 from .gauss_newton import damping_min_eigenvalue, gn_step
 from .models import Model
 
-#: The activations of the mean-field chapters (any name of :mod:`itlin_core.activations` works).
-ACTIVATIONS = ("relu", "silu")
-
-
 def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "relu",
                    beta: float = 1.0) -> Model:
     """The student network of paper 003 eq. (2) as an ``(init, apply)`` pair.
@@ -94,7 +90,7 @@ def make_gn_step(net: Model, x, y, *, alpha: float = 1.0, floor: float = 1e-7, f
     ``itlin_core.gn_step(net.apply, params, x, y, lr=lr / N, damping=...)`` (the ``1 / N``
     converts to the book's sum-loss convention, module docstring). With ``fast=True`` the kernel
     is :func:`mean_field_ntk`; with ``fast=False`` the generic implicit empirical NTK. Both give
-    the same step (tested); the benchmark ``python -m itlin_core.bench --mean-field`` times them.
+    the same step (tested); the benchmark ``python -m itlin_core.book.bench --mean-field`` times them.
     ``activation``/``beta`` must be those of ``net`` (used by the fast kernel).
     ``ntk_batch_size`` bounds the memory of the generic kernel (see
     :func:`itlin_core.empirical_ntk`); at 003's size (N = 500, M = 5000) the unbatched generic
@@ -121,5 +117,5 @@ def make_gd_step(net: Model, x, y) -> Callable:
     return step
 
 
-__all__ = ["ACTIVATIONS", "mean_field_net", "hidden_features", "mean_field_ntk",
+__all__ = ["mean_field_net", "hidden_features", "mean_field_ntk",
            "make_gn_step", "make_gd_step"]

@@ -15,7 +15,6 @@ from typing import Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from .activations import activation as _activation
 
@@ -266,8 +265,8 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
 
 
 def count_params(params) -> int:
-    """Number of scalar parameters in a pytree (``optax.tree_utils.tree_size``)."""
-    return int(optax.tree_utils.tree_size(params))
+    """Number of scalar parameters in a pytree."""
+    return sum(int(np.size(a)) for a in jax.tree.leaves(params))
 
 
 def centred(apply_fn: Callable, params0, scale: float = 1.0) -> Callable:

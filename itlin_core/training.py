@@ -9,10 +9,12 @@ Conventions:
   (:mod:`itlin_core.pipeline`), so a resumed run sees exactly the batches of an uninterrupted one.
 * Chunks end at multiples of ``eval_every`` counted from step 0, so a resumed run takes exactly
   the chunks (and evaluations) of an uninterrupted one.
-* The compiled chunk is cached per ``(step, batch function, shapes)``: calling :func:`train`
-  again with the same step and batch source does not compile again. The state is *donated* to
-  it (its buffers are reused for the new state, so a run holds one copy of the state, not two);
-  :func:`train` first copies the state it is given, so the caller's arrays stay valid.
+* The compiled chunk is cached for the last :data:`CACHED_STEPS` ``(step, batch function)``
+  pairs: calling :func:`train` again with the same step and batch source does not compile again
+  (the cache keeps those steps, and what they close over, alive; older ones are released). The
+  state is *donated* to the chunk (its buffers are reused for the new state, so a run holds one
+  copy of the state, not two); :func:`train` first copies the state it is given, so the
+  caller's arrays stay valid.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ import numpy as np
 
 from ._progress import progress_bar
 from .checkpoint import key_data, load_checkpoint, save_checkpoint
-from .pipeline import Batches
+from .pipeline import Batches, _whole
 
 #: Keys of the history that :func:`train` writes itself; an ``eval_fn`` may not return them.
 RESERVED_KEYS = ("loss", "loss_every", "eval_step", "diverged_at", "nonfinite_at", "seconds", "resumed_from")
+#: How many ``(step, batch function)`` pairs keep their compiled chunks between calls.
+CACHED_STEPS = 8
 
 
 class TrainingDiverged(FloatingPointError):
@@ -57,27 +61,27 @@ class _Closure:
         return isinstance(other, _Closure) and other.f is self.f
 
 
-def _whole_batch(data, i):
-    return data
-
-
 def _as_source(batches) -> Batches:
     if isinstance(batches, Batches):
         return batches
     if callable(batches):
         return Batches(_Closure(batches), None)
-    return Batches(_whole_batch, batches)   # a fixed batch: full-batch training
+    return Batches(_whole, batches)   # a fixed batch: full-batch training
 
 
-def _scan_chunk(step, batch_fn, state, data, idx):
-    return jax.lax.scan(lambda s, i: step(s, batch_fn(data, i)), state, idx)
+@functools.lru_cache(maxsize=CACHED_STEPS)
+def _chunk_runner(step, batch_fn, donate: bool):
+    """The compiled ``lax.scan`` of ``step`` over a chunk of step indices; with ``donate`` the
+    state's buffers are reused for the new state (not under ``on_nonfinite="stop"``, which
+    returns the state from before a bad chunk)."""
+
+    def run(state, data, idx):
+        return jax.lax.scan(lambda s, i: step(s, batch_fn(data, i)), state, idx)
+
+    return jax.jit(run, donate_argnums=(0,) if donate else ())
 
 
-_run_chunk = jax.jit(_scan_chunk, static_argnums=(0, 1), donate_argnums=(2,))
-_run_chunk_keep = jax.jit(_scan_chunk, static_argnums=(0, 1))  # on_nonfinite="stop" returns the old state
-
-
-def _whole(name, v, minimum):
+def _whole_number(name, v, minimum):
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
             or not math.isfinite(v) or int(v) != v or v < minimum:
         kind = "a non-negative" if minimum == 0 else "a positive"
@@ -197,10 +201,10 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
     """
     if on_nonfinite not in ("raise", "stop", "ignore"):
         raise ValueError(f"on_nonfinite must be 'raise', 'stop' or 'ignore', got {on_nonfinite!r}.")
-    num_steps = _whole("num_steps", num_steps, 0)
+    num_steps = _whole_number("num_steps", num_steps, 0)
     aligned = eval_every is not None
-    eval_every = _whole("eval_every", eval_every, 1) if aligned else max(num_steps, 1)
-    block = 1 if loss_every is None else _whole("loss_every", loss_every, 1)
+    eval_every = _whole_number("eval_every", eval_every, 1) if aligned else max(num_steps, 1)
+    block = 1 if loss_every is None else _whole_number("loss_every", loss_every, 1)
     if aligned and eval_every % block:
         raise ValueError(f"eval_every ({eval_every}) must be a multiple of loss_every ({block}), "
                          "so that every chunk ends where a loss block does.")
@@ -210,12 +214,11 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
         if extra:
             raise ValueError(f"{', '.join(extra)} only apply with checkpoint_path; pass a checkpoint file too.")
     else:
-        checkpoint_every = eval_every if checkpoint_every is None else _whole("checkpoint_every", checkpoint_every, 1)
+        checkpoint_every = eval_every if checkpoint_every is None else _whole_number("checkpoint_every", checkpoint_every, 1)
         if checkpoint_every % eval_every:
             raise ValueError(f"checkpoint_every must be a positive multiple of eval_every ({eval_every}), "
                              f"got {checkpoint_every}: checkpoints are taken between evaluation chunks.")
-        if stop_at is not None and (isinstance(stop_at, bool) or int(stop_at) != stop_at or stop_at < 0
-                                    or stop_at % eval_every):
+        if stop_at is not None and _whole_number("stop_at", stop_at, 0) % eval_every:
             raise ValueError(f"stop_at must be a non-negative multiple of eval_every ({eval_every}), got "
                              f"{stop_at!r}: a run stops only where the uninterrupted run evaluates.")
     end = num_steps if stop_at is None else min(int(stop_at), num_steps)
@@ -227,7 +230,7 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
     if checkpoint_path is not None:
         path = Path(checkpoint_path)
         kd = key_data(key)
-        run_meta = {"num_steps": num_steps, "eval_every": eval_every if aligned else num_steps,
+        run_meta = {"num_steps": num_steps, "eval_every": eval_every,
                     "checkpoint_every": checkpoint_every, "loss_every": block,
                     "user": json.loads(json.dumps(dict(meta or {}), allow_nan=False))}
         if path.exists():
@@ -248,17 +251,19 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
                         history=history.as_dict(history.seconds + time.perf_counter() - t0, ignore))
 
     jit_eval = jax.jit(eval_fn) if eval_fn is not None else None
-    run = _run_chunk_keep if on_nonfinite == "stop" else _run_chunk
-    state = jax.tree.map(jnp.copy, state)      # ours to donate
+    donate = on_nonfinite != "stop"            # "stop" returns the state from before a bad chunk
+    run = _chunk_runner(step, source.fn, donate)
+    if donate:
+        state = jax.tree.map(jnp.copy, state)  # ours to donate; the caller's arrays stay valid
     t0 = time.perf_counter()
     if start == 0:
         history.evaluate(jit_eval, state, 0)
     bar = progress_bar(end - start, desc, progress) if end > start else None
-    at, saved_at = start, start
+    at = start
     try:
         while at < end:
             n = min(eval_every - at % eval_every, end - at)
-            new_state, metrics = run(step, source.fn, state, source.data, jnp.arange(at, at + n, dtype=jnp.int32))
+            new_state, metrics = run(state, source.data, jnp.arange(at, at + n, dtype=jnp.int32))
             losses = np.asarray(metrics["loss"])
             bad = ~np.isfinite(losses)
             if bad.any() and not ignore:
@@ -279,9 +284,8 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
                 bar.update(n)
             if checkpoint_path is not None and (at % checkpoint_every == 0 or at == end):
                 checkpoint(state, at)
-                saved_at = at
-        if checkpoint_path is not None and (history.diverged_at is not None or saved_at != at):
-            checkpoint(state, at)
+        if checkpoint_path is not None and history.diverged_at is not None:
+            checkpoint(state, at)   # so that the run, called again, returns what it recorded
     finally:
         if bar is not None:
             bar.close()
@@ -291,4 +295,4 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
     return state, out
 
 
-__all__ = ["train", "TrainingDiverged", "RESERVED_KEYS"]
+__all__ = ["train", "TrainingDiverged", "RESERVED_KEYS", "CACHED_STEPS"]

@@ -89,3 +89,45 @@ def test_every_module_is_in_architecture_md():
 def test_no_pointer_to_a_missing_design_file():
     for path in MODULES:
         assert "DESIGN" not in path.read_text(), f"{path.relative_to(ROOT)} points to DESIGN.md"
+
+
+def algorithm_table_order():
+    """The algorithm modules in the order of ARCHITECTURE.md's first table (top row first)."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    table = text.split("## The algorithms", 1)[1].split("## The book layer", 1)[0]
+    return [m.removesuffix(".py") for m in re.findall(r"^\| `([A-Za-z_0-9]+\.py)` \|", table, re.M)]
+
+
+def test_algorithm_modules_import_only_rows_below_them():
+    order = algorithm_table_order()
+    assert order[0] == "__init__" and len(order) == len(set(order))
+    rank = {f"itlin_core.{m}": i for i, m in enumerate(order)}
+    for path in MODULES:
+        mod = name_of(path)
+        if is_book(mod) or mod == "itlin_core":
+            continue
+        for dep in imports(path):
+            if dep in rank:
+                assert rank[dep] > rank[mod], f"{mod} imports {dep}, which ARCHITECTURE.md lists above it"
+
+
+SHARED_BOOK = {"common", "records", "plotting", "widgets", "exercises", "bench", "image_runs", "image_records",
+               "image_chapters"}
+
+
+def test_book_layer_arrows():
+    book = {name_of(p).rsplit(".", 1)[1] for p in MODULES if is_book(name_of(p)) and p.name != "__init__.py"}
+    chapters = book - SHARED_BOOK
+    assert {"linearisation", "cifar_damping", "mean_field_gn"} <= chapters
+    for path in MODULES:
+        mod = name_of(path)
+        if not is_book(mod) or path.name == "__init__.py":
+            continue
+        here = mod.rsplit(".", 1)[1]
+        for dep in imports(path):
+            if not is_book(dep) or dep == "itlin_core.book":
+                continue
+            there = dep.rsplit(".", 1)[1]
+            if there in chapters:
+                assert here in chapters and (here, there) == ("mean_field_scaling", "mean_field_gn"), \
+                    f"{mod} imports the chapter module {dep}"

@@ -202,7 +202,9 @@ def test_the_callers_state_stays_valid_and_the_chunk_compiles_once():
     _, h1 = ic.train(step, state, batches, 16, eval_every=4, eval_fn=eval_fn)
     after = [np.asarray(a) for a in jax.tree.leaves(state)]     # would raise if the buffers were donated
     assert all(np.array_equal(a, b) for a, b in zip(before, after))
-    size = ic.training._run_chunk._cache_size()
+    runner = ic.training._chunk_runner(step, batches.fn, True)     # the compiled chunk train used
+    size = runner._cache_size()
+    assert size >= 1
     _, h2 = ic.train(step, state, batches, 16, eval_every=4, eval_fn=eval_fn)
-    assert ic.training._run_chunk._cache_size() == size
+    assert ic.training._chunk_runner(step, batches.fn, True) is runner and runner._cache_size() == size
     np.testing.assert_array_equal(h1["loss"], h2["loss"])

@@ -91,3 +91,21 @@ def test_other_bad_arguments():
         ic.mlp([2, 3, 1], "swish-ish")
     with pytest.raises(ValueError, match="parameterisation"):
         ic.mlp([2, 3, 1], parameterisation="mean-field")
+
+
+@pytest.mark.parametrize("value,mode", [("1", "auto"), ("true", "auto"), ("on", "auto"), ("0", "off"),
+                                        ("FALSE", "off"), ("text", "text"), (True, "auto"), (False, "off")])
+def test_progress_modes(value, mode, monkeypatch):
+    from itlin_core._progress import progress_mode
+    if isinstance(value, bool):
+        assert progress_mode(value) == mode
+    else:
+        monkeypatch.setenv("ITLIN_PROGRESS", value)
+        assert progress_mode(None) == mode
+
+
+def test_a_misspelt_progress_mode_is_refused(monkeypatch):
+    monkeypatch.setenv("ITLIN_PROGRESS", "txet")
+    step = ic.make_il_step(MODEL.apply, ic.squared_error, optax.sgd(0.1), 1)
+    with pytest.raises(ValueError, match="ITLIN_PROGRESS"):
+        ic.train(step, ic.init_il_state(PARAMS, optax.sgd(0.1)), (X, Y), 2)

@@ -17,7 +17,7 @@ import os
 import jax
 import numpy as np
 
-from ..linearise import linearise
+import itlin_core as ic
 
 PRESETS = ("smoke", "book", "colab", "paper")
 
@@ -66,7 +66,7 @@ def feature_updates(Ks, steps) -> np.ndarray:
 def proxy_outputs(apply_fn, states, x):
     """The outputs on ``x`` of the model each run of a sweep is training, its linearised proxy
     ``f_lin(state.params)`` at ``state.anchor``: ``(runs, N, ...)`` for stacked IL states."""
-    one = lambda s: linearise(apply_fn, s.anchor)(s.params, x)
+    one = lambda s: ic.linearise(apply_fn, s.anchor)(s.params, x)
     return jax.jit(jax.vmap(one))(states)
 
 

@@ -35,7 +35,6 @@ import optax
 import itlin_core as ic
 
 from .._validate import check_damping, check_microbatch, check_period
-from ..datasets import IMAGE_SHAPES, TRAIN_SIZES, write_stand_in
 from .common import get_preset, k_label
 
 DATASETS = ("cifar10", "mnist")
@@ -182,7 +181,7 @@ def image_data(dataset: str, preset: str | None = None, *, data_dir=None, stand_
         root = Path(tempfile.gettempdir()) / "itlin-stand-in" / f"{dataset}-{n_train}-{n_test}"
         done = root / "complete"
         if not done.exists():
-            write_stand_in(dataset, root, n_train, n_test)
+            ic.datasets.write_stand_in(dataset, root, n_train, n_test)
             done.touch()
         data = loader(root, verify=False)
     else:
@@ -283,11 +282,11 @@ def step_memory(cfg: ImageRunConfig) -> dict:
     the group's batch: ``batch_size`` images, or all ``n_train`` for full batch) without
     running it, so it answers "will this group fit on this GPU?" before a long run. Evaluation
     runs separately, in chunks of ``eval_batch``, and the data set itself is not counted."""
-    shape = IMAGE_SHAPES[cfg.dataset]
+    shape = ic.datasets.IMAGE_SHAPES[cfg.dataset]
     model = build_model(cfg, shape)
     opt = optimizer(cfg)
     states = ic.replicate(ic.init_il_state(init_params(cfg, model), opt), len(cfg.runs))
-    n = cfg.n_train or TRAIN_SIZES[cfg.dataset]
+    n = cfg.n_train or ic.datasets.TRAIN_SIZES[cfg.dataset]
     bs = n if cfg.batch_size is None else min(cfg.batch_size, n)
     batch = (jax.ShapeDtypeStruct((bs,) + shape, jnp.float32),
              jax.ShapeDtypeStruct((bs,), jnp.int32))

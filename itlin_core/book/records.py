@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import os
 import platform
 import re
@@ -27,7 +26,7 @@ from typing import Mapping
 import jax
 import numpy as np
 
-from .._io import atomic_write
+from .._io import FLOAT_WORDS, atomic_write, encode_float, float_token
 from .common import PRESETS
 
 FORMAT_VERSION = 1
@@ -66,7 +65,7 @@ def default_checkpoint_dir() -> Path:
 def _check_chapter(chapter) -> str:
     if not isinstance(chapter, str) or not _CHAPTER_RE.match(chapter):
         raise ValueError(f"chapter must be a name of lower-case letters, digits and underscores "
-                         f"(the notebook's file name, e.g. 'cifar_k_sweep'), got {chapter!r}.")
+                         f"(the notebook's file name, e.g. 'cifar_few_updates'), got {chapter!r}.")
     return chapter
 
 
@@ -85,17 +84,6 @@ def results_path(chapter: str, preset: str, results_dir=None) -> Path:
 # ----------------------------------------------------------------------------------------------
 # JSON encoding of curves
 
-def _float_token(v: float):
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return v
-
-
-_FLOAT_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
 def _encode(obj, where="data"):
     """Turn ``obj`` into standard-JSON values (see the module docstring)."""
     if isinstance(obj, jax.Array) or isinstance(obj, np.ndarray):
@@ -106,15 +94,14 @@ def _encode(obj, where="data"):
             raise ValueError(f"{where}: complex arrays cannot be recorded.")
         flat = a.ravel().tolist()
         if np.issubdtype(a.dtype, np.floating):
-            flat = [_float_token(v) for v in flat]
+            flat = [float_token(v) for v in flat]
         return {"__ndarray__": {"dtype": a.dtype.name, "shape": list(a.shape), "data": flat}}
     if isinstance(obj, (bool, np.bool_)):
         return bool(obj)
     if isinstance(obj, (int, np.integer)):
         return int(obj)
     if isinstance(obj, (float, np.floating)):
-        v = float(obj)
-        return v if math.isfinite(v) else {"__float__": _float_token(v)}
+        return encode_float(obj)
     if obj is None or isinstance(obj, str):
         return obj
     if isinstance(obj, Mapping):
@@ -136,10 +123,10 @@ def _decode(obj):
     if isinstance(obj, dict):
         if set(obj) == {"__ndarray__"}:
             spec = obj["__ndarray__"]
-            data = [_FLOAT_WORDS[v] if isinstance(v, str) else v for v in spec["data"]]
+            data = [FLOAT_WORDS[v] if isinstance(v, str) else v for v in spec["data"]]
             return np.asarray(data, dtype=np.dtype(spec["dtype"])).reshape(spec["shape"])
         if set(obj) == {"__float__"}:
-            return _FLOAT_WORDS[obj["__float__"]]
+            return FLOAT_WORDS[obj["__float__"]]
         return {k: _decode(v) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_decode(v) for v in obj]
