@@ -42,7 +42,7 @@ def _solve_dtype(dtype):
 
 def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve_dtype=None,
                  rcond: float | None = None, ntk_batch_size: int | None = None,
-                 ntk_method: str = "implicit", ntk_fn: Callable | None = None) -> PyTree:
+                 ntk_method: str = "auto", ntk_fn: Callable | None = None) -> PyTree:
     r"""Damped Gauss-Newton direction ``(J^T J + lambda I)^{-1} J^T (f(x) - y)`` (Goldwaser and Ge, eq. (10)).
 
     Computed in kernel form ``J^T (J J^T + lambda I)^{-1} r`` (see the module docstring):
@@ -59,8 +59,9 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
         (needs ``jax_enable_x64``); the direction is returned in the parameters' dtype.
       rcond: relative eigenvalue cut-off of the pseudo-inverse (see :func:`kernel_solve`).
       ntk_batch_size: passed to :func:`itlin_core.empirical_ntk` as ``batch_size``.
-      ntk_method: passed to :func:`itlin_core.empirical_ntk` as ``method`` (``"jacobian"`` is
-        faster for small models).
+      ntk_method: passed to :func:`itlin_core.empirical_ntk` as ``method``; the default
+        ``"auto"`` picks the fastest exact method for the sizes (per-example Jacobians unless the
+        model couples its examples).
       ntk_fn: optional ``ntk_fn(params, x) -> J J^T`` that replaces the generic empirical NTK
         by a model-specific formula (e.g. :func:`itlin_core.mean_field_ntk`, which uses the
         factorised kernel of a one-hidden-layer network); it must return the ``(N*O, N*O)``

@@ -66,6 +66,8 @@ def linearise(apply_fn: Callable, params_s: PyTree) -> Callable:
         f_s, jvp_out = jax.jvp(lambda p: apply_fn(p, *args, **kwargs), (params_s,), (delta,))
         return jax.tree.map(jnp.add, f_s, jvp_out)
 
+    # a model whose examples are coupled (BatchNorm in batch mode) has a coupled linearisation
+    apply_lin.couples_examples = getattr(apply_fn, "couples_examples", False)
     return apply_lin
 
 

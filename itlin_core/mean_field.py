@@ -89,12 +89,12 @@ def make_gn_step(net: Model, x, y, *, alpha: float = 1.0, floor: float = 1e-7, f
     Returns ``step(params, lr) -> params``, which is
     ``itlin_core.gn_step(net.apply, params, x, y, lr=lr / N, damping=...)`` (the ``1 / N``
     converts to the book's sum-loss convention, module docstring). With ``fast=True`` the kernel
-    is :func:`mean_field_ntk`; with ``fast=False`` the generic implicit empirical NTK. Both give
+    is :func:`mean_field_ntk`; with ``fast=False`` the generic empirical NTK (:func:`itlin_core.empirical_ntk`). Both give
     the same step (tested); the benchmark ``python -m itlin_core.book.bench --mean-field`` times them.
     ``activation``/``beta`` must be those of ``net`` (used by the fast kernel).
-    ``ntk_batch_size`` bounds the memory of the generic kernel (see
-    :func:`itlin_core.empirical_ntk`); at 003's size (N = 500, M = 5000) the unbatched generic
-    kernel needs more than 16 GB.
+    ``ntk_batch_size`` bounds the memory of the generic kernel (examples per chunk, see
+    :func:`itlin_core.empirical_ntk`); by default its per-example Jacobians are formed at once
+    when they fit in a gigabyte (about 220 MB at Arbel et al.'s size, N = 500, M = 5000).
     """
     n = x.shape[0]
     damping = damping_min_eigenvalue(alpha, floor)

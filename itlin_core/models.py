@@ -186,6 +186,8 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
       :class:`Model` whose ``apply(params, x, *, stats=None, return_stats=False)`` maps NHWC
       images ``(N, H, W, in_channels)`` to logits ``(N, num_classes)`` (and the list of
       per-layer ``{"mean", "var"}`` it used when ``return_stats``; empty without BatchNorm).
+      With BatchNorm, ``apply.couples_examples`` is ``True``, so that
+      :func:`itlin_core.empirical_ntk` never computes its kernel one example at a time.
     """
     if min(num_classes, in_channels, width) < 1:
         raise ValueError(f"num_classes, in_channels and width must be >= 1, got {num_classes}, {in_channels}, {width}.")
@@ -261,6 +263,8 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
         logits = jnp.mean(h, axis=(1, 2)) @ params["head"]["w"] + params["head"]["b"]
         return (logits, used) if return_stats else logits
 
+    # in batch mode an example's logits depend on its batch: no per-example kernels or gradients
+    apply.couples_examples = batch_norm
     return Model(init, apply)
 
 
@@ -282,6 +286,7 @@ def centred(apply_fn: Callable, params0, scale: float = 1.0) -> Callable:
     def apply(params, x):
         return scale * (apply_fn(params, x) - apply_fn(params0, x))
 
+    apply.couples_examples = getattr(apply_fn, "couples_examples", False)
     return apply
 
 

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
+import numpy as np
 
 PyTree = Any
 
@@ -29,8 +30,91 @@ def as_2d(out: jax.Array) -> jax.Array:
     return out[:, None] if out.ndim == 1 else out.reshape(out.shape[0], -1)
 
 
+#: The methods :func:`empirical_ntk` accepts.
+METHODS = ("auto", "contraction", "ntvp", "jacobian", "implicit")
+#: The memory (bytes) that ``method="auto"`` lets the Jacobians of a kernel take at once.
+DEFAULT_MEMORY = 2 ** 30
+
+
+def couples_examples(apply_fn) -> bool:
+    """Whether ``apply_fn`` declares that its output for one example depends on the other
+    examples of its batch (``apply_fn.couples_examples = True``; :func:`itlin_core.resnet18` with
+    BatchNorm in batch mode does, and :func:`itlin_core.linearise` passes it on). Such a model's
+    kernel must be computed on whole batches, never one example at a time."""
+    return bool(getattr(apply_fn, "couples_examples", False))
+
+
+def _single(apply_fn):
+    """``f(params, one example) -> (O,)``: the model on a batch of one."""
+    return lambda p, xi: as_2d(apply_fn(p, jax.tree.map(lambda a: a[None], xi)))[0]
+
+
+def _per_example_jacobian(apply_fn, params, x):
+    """Per-example Jacobians: a pytree like ``params`` whose leaves are ``(N, O, *leaf shape)``."""
+    return jax.vmap(jax.jacrev(_single(apply_fn)), in_axes=(None, 0))(params, x)
+
+
+def _contract(j1, j2):
+    """``sum over leaves of J1 J2^T`` as blocks ``(N1, N2, O, O)``."""
+    leaves1, leaves2 = jax.tree.leaves(j1), jax.tree.leaves(j2)
+    n1, o = leaves1[0].shape[:2]
+    n2 = leaves2[0].shape[0]
+    k = sum(a.reshape(n1 * o, -1) @ b.reshape(n2 * o, -1).T for a, b in zip(leaves1, leaves2))
+    return k.reshape(n1, o, n2, o).transpose(0, 2, 1, 3)
+
+
+def _chunks(x, size):
+    """``x`` (leading axis ``n``) as ``(n // size, size, ...)`` plus the remainder (or ``None``)."""
+    n = jax.tree.leaves(x)[0].shape[0]
+    whole = (n // size) * size
+    head = jax.tree.map(lambda a: a[:whole].reshape((n // size, size) + a.shape[1:]), x)
+    tail = jax.tree.map(lambda a: a[whole:], x) if whole < n else None
+    return head, tail
+
+
+def _map_examples(fn, x, size):
+    """``fn`` over chunks of ``size`` examples of ``x`` with ``lax.map`` (memory bounded by one
+    chunk), concatenated along the leading axis of every output."""
+    if size is None or size >= jax.tree.leaves(x)[0].shape[0]:
+        return fn(x)
+    head, tail = _chunks(x, size)
+    out = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), jax.lax.map(fn, head))
+    if tail is None:
+        return out
+    return jax.tree.map(lambda a, b: jnp.concatenate([a, b]), out, fn(tail))
+
+
+def _visibly_coupled(apply_fn, params, x) -> bool:
+    """Whether ``apply_fn``'s outputs on a batch differ from its outputs on the same examples one
+    at a time (the first four examples; ``False`` under ``jit``, where values are not known)."""
+    xs = jax.tree.map(lambda a: a[:4], x)
+    if any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves((params, xs))):
+        return False
+    batch = as_2d(apply_fn(params, xs))
+    alone = jax.vmap(_single(apply_fn), in_axes=(None, 0))(params, xs)
+    scale = float(jnp.max(jnp.abs(batch))) + 1e-30
+    return not bool(jnp.allclose(batch, alone, rtol=1e-4, atol=1e-4 * scale))
+
+
+def _auto_method(coupled, params, x1, x2, o, memory):
+    """The fastest exact method for these sizes and ``(method, batch_size)`` (see
+    :func:`empirical_ntk`)."""
+    n1 = jax.tree.leaves(x1)[0].shape[0]
+    n2 = 0 if x2 is None else jax.tree.leaves(x2)[0].shape[0]
+    leaves = jax.tree.leaves(params)
+    p = sum(int(a.size) for a in leaves)
+    itemsize = max(jnp.dtype(a.dtype).itemsize for a in leaves)
+    jac_bytes = (n1 + n2) * o * p * itemsize
+    if coupled:
+        return ("jacobian" if jac_bytes <= memory else "implicit"), max(1, memory // (p * itemsize))
+    if jac_bytes <= memory:
+        return "contraction", None
+    return "ntvp", max(1, memory // (o * p * itemsize))
+
+
 def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, full: bool = False,
-                  batch_size: int | None = None, method: str = "implicit") -> jax.Array:
+                  batch_size: int | None = None, method: str = "auto",
+                  memory: int = DEFAULT_MEMORY) -> jax.Array:
     r"""Empirical neural tangent kernel ``J(x1) J(x2)^T`` at ``params``.
 
     .. math:: \hat\Theta(x_1, x_2)_{ij} = \sum_o \Big\langle \frac{\partial f_o(\theta, x_{1,i})}{\partial\theta},
@@ -39,22 +123,49 @@ def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, full: bool
     Goldwaser and Ge, eq. (5). For vector outputs the default sums over the output axis (the
     trace of the per-output block); ``full=True`` returns every block, shape ``(N1, N2, O, O)``.
 
-    Numerical choice: no Jacobian is formed. The columns ``J(x2)^T e_j`` are
-    pulled back with one ``vjp`` (vmapped over the ``N2*O`` unit cotangents)
-    and pushed forward through ``J(x1)`` with ``jvp``; ``batch_size`` bounds
-    how many columns are alive at once (``lax.map``), which bounds memory at
-    ``batch_size * P`` numbers instead of ``N2*O*P``.
+    Methods (all exact; they differ in time and memory, as in neural-tangents):
+
+    * ``"contraction"``: per-example Jacobians (``vmap`` over examples of a one-example
+      ``jacrev``: N backward passes of one example, not N of the whole batch) contracted leaf by
+      leaf, ``sum_l J1_l J2_l^T``. Memory ``(N1 + N2) O P`` numbers; ``batch_size`` examples of
+      ``x1`` at a time bound it at ``(batch_size + N2) O P``.
+    * ``"ntvp"``: NTK-vector products: each example of ``x2`` is pulled back through the
+      one-example model (``vjp``) and pushed forward through the batch ``x1`` (``jvp``), chunked
+      over ``batch_size`` examples of ``x2``: memory ``batch_size O P``, no Jacobian of ``x1``.
+    * ``"jacobian"``: the explicit Jacobian of the whole batch (``jacrev``, N*O backward passes of
+      the batch); for models whose examples are coupled.
+    * ``"implicit"``: the columns ``J(x2)^T e_j`` pulled back through the whole batch and pushed
+      forward through ``J(x1)``; ``batch_size`` columns at a time. The most memory-frugal method
+      for coupled models, and the slowest (it grows like N squared times one batch pass).
+    * ``"auto"`` (default): ``"contraction"`` when both Jacobians fit in ``memory`` bytes, else
+      ``"ntvp"`` in chunks that fit. A model that couples the examples of a batch (BatchNorm with
+      batch statistics: :func:`couples_examples`) gets ``"jacobian"``, or ``"implicit"`` in
+      chunks when the Jacobian does not fit. The choice looks at memory only: with many outputs
+      on a dense network ``"ntvp"`` can be faster than ``"contraction"`` (ten outputs in
+      ``python -m itlin_core.book.bench --ntk``), so time both and pass the faster one there.
+
+    The per-example methods assume that an example's output does not depend on the other
+    examples of its batch. A model marked with ``couples_examples`` never gets them; when values
+    are concrete (outside ``jit``) the assumption is also checked on a few examples (a batch
+    against its examples one at a time), so that an unmarked BatchNorm model gets a whole-batch
+    method from ``"auto"`` and a ``ValueError`` from an explicit per-example method. Under
+    ``jit`` only the mark is seen: mark such a model (``apply.couples_examples = True``).
 
     Args:
       apply_fn: ``apply_fn(params, x) -> (N,)`` or ``(N, O)`` outputs.
       params: where the kernel is evaluated.
       x1, x2: inputs (leading axis = examples); ``x2=None`` means ``x1``.
       full: return the ``(N1, N2, O, O)`` blocks instead of the trace ``(N1, N2)``.
-      batch_size: columns per chunk (``None``: all at once); implicit method only.
-      method: ``"implicit"`` (default, no Jacobian) or ``"jacobian"`` (explicit Jacobians).
+      batch_size: examples (``"contraction"``, ``"ntvp"``) or columns (``"implicit"``) per chunk;
+        ``None``: all at once (``"auto"`` chooses it from ``memory``).
+      method: one of :data:`METHODS`.
+      memory: bytes the Jacobians may take at once under ``"auto"``.
 
     Returns:
       ``(N1, N2)`` or, with ``full=True``, ``(N1, N2, O, O)``.
+
+    Raises:
+      ValueError: an unknown method, or a per-example method on a model that couples examples.
 
     Examples:
       The kernel of a model that is linear in its parameters is the Gram matrix of its features:
@@ -66,16 +177,60 @@ def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, full: bool
       [[1. 1.]
        [1. 5.]]
     """
-    if method not in ("implicit", "jacobian"):
-        raise ValueError(f"method must be 'implicit' or 'jacobian', got {method!r}.")
-    if x2 is None:
-        x2 = x1
-    if method == "jacobian":
-        j1, j2 = flat_jacobian(apply_fn, params, x1), flat_jacobian(apply_fn, params, x2)
-        n1, n2 = as_2d(apply_fn(params, x1)).shape[0], as_2d(apply_fn(params, x2)).shape[0]
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}.")
+    same = x2 is None
+    x2 = x1 if same else x2
+    if method == "auto":
+        o = _output_size(apply_fn, params, x1)
+        coupled = couples_examples(apply_fn) or _visibly_coupled(apply_fn, params, x2)
+        method, auto_size = _auto_method(coupled, params, x1, None if same else x2, o, memory)
+        batch_size = auto_size if batch_size is None else batch_size
+    elif method in ("contraction", "ntvp") and (couples_examples(apply_fn) or _visibly_coupled(apply_fn, params, x2)):
+        raise ValueError(
+            f"method={method!r} computes the kernel one example at a time, but apply_fn's output for one example "
+            "depends on the other examples of its batch (e.g. BatchNorm with batch statistics): use "
+            "method='jacobian', 'implicit' or 'auto'.")
+    if method == "contraction":
+        j2 = _per_example_jacobian(apply_fn, params, x2)
+        if same and (batch_size is None or batch_size >= jax.tree.leaves(x1)[0].shape[0]):
+            blocks = _contract(j2, j2)
+        else:
+            blocks = _map_examples(lambda xc: _contract(_per_example_jacobian(apply_fn, params, xc), j2), x1,
+                                   batch_size)
+    elif method == "ntvp":
+        f1 = lambda p: as_2d(apply_fn(p, x1))
+        single = _single(apply_fn)
+
+        def columns(xc):   # (C, O2, N1, O1): the kernel's columns for a chunk of x2's examples
+            def one(xj):
+                out, pull = jax.vjp(lambda p: single(p, xj), params)
+                push = lambda e: jax.jvp(f1, (params,), pull(e))[1]
+                return jax.vmap(push)(jnp.eye(out.shape[0], dtype=out.dtype))
+            return jax.vmap(one)(xc)
+
+        blocks = _map_examples(columns, x2, batch_size).transpose(2, 0, 3, 1)
+    elif method == "jacobian":
+        j1, j2 = flat_jacobian(apply_fn, params, x1), (None if same else flat_jacobian(apply_fn, params, x2))
+        n1 = jax.tree.leaves(x1)[0].shape[0]
+        n2 = jax.tree.leaves(x2)[0].shape[0]
         o = j1.shape[0] // n1
-        blocks = (j1 @ j2.T).reshape(n1, o, n2, o).transpose(0, 2, 1, 3)
-        return blocks if full else jnp.trace(blocks, axis1=2, axis2=3)
+        blocks = (j1 @ (j1 if same else j2).T).reshape(n1, o, n2, o).transpose(0, 2, 1, 3)
+    else:
+        blocks = _implicit(apply_fn, params, x1, x2, batch_size)
+    return blocks if full else jnp.trace(blocks, axis1=2, axis2=3)
+
+
+def _output_size(apply_fn, params, x):
+    """O, the number of outputs per example (without computing anything)."""
+    out = jax.eval_shape(apply_fn, params, jax.tree.map(lambda a: a[:1], x))
+    return 1 if len(out.shape) == 1 else int(np.prod(out.shape[1:]))
+
+
+def _implicit(apply_fn, params, x1, x2, batch_size):
+    """The whole-batch implicit kernel: columns ``J(x2)^T e_j`` pulled back with one ``vjp``
+    (vmapped over the ``N2*O`` unit cotangents, ``batch_size`` at a time) and pushed forward
+    through ``J(x1)`` with ``jvp``. Works for any model; memory ``batch_size * P``."""
     f1 = lambda p: as_2d(apply_fn(p, x1))
     f2 = lambda p: as_2d(apply_fn(p, x2))
     out2, pullback = jax.vjp(f2, params)
@@ -91,10 +246,7 @@ def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, full: bool
     else:
         cols = jax.lax.map(column, eye, batch_size=batch_size)
     # cols[j2*O + o2, i1, o1] = <d f_{o1}(x1_i1), d f_{o2}(x2_j2)>
-    blocks = cols.reshape(n2, o, -1, o).transpose(2, 0, 3, 1)  # (N1, N2, O1, O2)
-    if full:
-        return blocks
-    return jnp.trace(blocks, axis1=2, axis2=3)
+    return cols.reshape(n2, o, -1, o).transpose(2, 0, 3, 1)  # (N1, N2, O1, O2)
 
 
 def kernel_matrix(ntk_full: jax.Array) -> jax.Array:
@@ -123,4 +275,4 @@ def max_ntk_eigenvalue(apply_fn: Callable, params: PyTree, x, **kwargs) -> float
     return float(jnp.linalg.eigvalsh(empirical_ntk(apply_fn, params, x, **kwargs))[-1])
 
 
-__all__ = ["empirical_ntk", "kernel_matrix", "flat_jacobian", "max_ntk_eigenvalue"]
+__all__ = ["empirical_ntk", "kernel_matrix", "flat_jacobian", "max_ntk_eigenvalue", "couples_examples", "METHODS"]

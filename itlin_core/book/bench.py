@@ -3,6 +3,7 @@ the fast against the generic Gauss-Newton step of the mean-field chapters.
 
     python -m itlin_core.book.bench [--batch 256] [--rounds 7] [--steps 5]
     python -m itlin_core.book.bench --mean-field [--n 500] [--width 5000] [--rounds 5] [--steps 3]
+    python -m itlin_core.book.bench --ntk [--rounds 3]
 
 Model: the LeNet-50 CNN of Goldwaser and Ge, App. C.2.1, on a batch of 32x32x3 inputs with softmax
 cross-entropy. Both steps are jitted; they are timed interleaved (SGD, IL, SGD, IL, ...) so
@@ -69,11 +70,10 @@ def interleaved(fns: dict, carries: dict, b, rounds: int, steps: int) -> dict:
 
 def mean_field_bench(n: int = 500, width: int = 5000, d: int = 10, rounds: int = 5, steps: int = 3) -> dict:
     """Arbel et al.'s GN step at their size (N = 500, M = 5000, d = 10, float64): the generic
-    kernel-form step (:func:`itlin_core.gn_step` with the implicit empirical NTK), the fast one
+    kernel-form step (:func:`itlin_core.gn_step` with its default empirical NTK), the fast one
     (the same step with :func:`itlin_core.mean_field_ntk`) and one full-batch gradient step,
-    timed interleaved in one run. The generic kernel is computed 50 columns at a time
-    (``ntk_batch_size``), which keeps its memory near 1 GB at this size. Returns the median
-    seconds per step of each."""
+    timed interleaved in one run. The generic kernel comes from per-example Jacobians (about
+    220 MB in float64 at this size). Returns the median seconds per step of each."""
     jax.config.update("jax_enable_x64", True)
     data = ic.data.teacher_student(jax.random.key(0), n, 10, d)
     x, y = data["x_train"], data["y_train"]
@@ -81,11 +81,50 @@ def mean_field_bench(n: int = 500, width: int = 5000, d: int = 10, rounds: int =
     params = net.init(jax.random.key(1))
     params = {"u": params["u"], "v": jax.random.normal(jax.random.key(2), (width,))}
     wrap = lambda step: jax.jit(lambda p, _: (step(p, 1.0), None))
-    fns = {"generic GN": wrap(ic.make_gn_step(net, x, y, fast=False, ntk_batch_size=min(n, 50))),
+    fns = {"generic GN": wrap(ic.make_gn_step(net, x, y, fast=False)),
            "fast GN": wrap(ic.make_gn_step(net, x, y, fast=True)),
            "gradient": wrap(ic.make_gd_step(net, x, y))}
     times = interleaved(fns, {k: params for k in fns}, None, rounds, steps)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+#: The problems of ``--ntk``: (label, model, input shape). The three MLPs are the sizes of the
+#: issue that compared the package with neural-tangents (P = 4,929, 68,865 and 12,289).
+NTK_PROBLEMS = (
+    ("MLP 10-64-64-1, N=200", lambda: ic.mlp([10, 64, 64, 1]), (200, 10)),
+    ("MLP 10-256-256-1, N=500", lambda: ic.mlp([10, 256, 256, 1]), (500, 10)),
+    ("MLP 10-1024-1, N=500", lambda: ic.mlp([10, 1024, 1]), (500, 10)),
+    ("MLP 10-64-64-10 (10 outputs), N=100", lambda: ic.mlp([10, 64, 64, 10]), (100, 10)),
+    ("LeNet-50 8 channels, 16x16x3, N=64", lambda: ic.lenet50(10, (16, 16, 3), channels=8), (64, 16, 16, 3)),
+)
+
+
+def ntk_bench(rounds: int = 3, methods=("auto", "contraction", "ntvp", "jacobian", "implicit"), problems=None):
+    """Median seconds of ``ic.empirical_ntk(apply, params, x, full=True)`` per method (compiled
+    once each, then timed in interleaved rounds) on :data:`NTK_PROBLEMS`. Returns
+    ``{label: {"P": parameters, method: seconds}}``."""
+    import numpy as np
+    out = {}
+    for label, make, shape in problems or NTK_PROBLEMS:
+        model = make()
+        params = model.init(jax.random.key(0))
+        x = jax.random.normal(jax.random.key(1), shape)
+        fns = {m: jax.jit(lambda p, xx, m=m: ic.empirical_ntk(model.apply, p, xx, full=True, method=m))
+               for m in methods}
+        ref = None
+        for m, f in fns.items():           # compile, and check that every method gives the same kernel
+            k = np.asarray(f(params, x))
+            ref = k if ref is None else ref
+            if not np.allclose(k, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max()):
+                raise AssertionError(f"{label}: method {m} disagrees with {methods[0]}")
+        times = {m: [] for m in methods}
+        for _ in range(rounds):
+            for m, f in fns.items():
+                t0 = time.perf_counter()
+                jax.block_until_ready(f(params, x))
+                times[m].append(time.perf_counter() - t0)
+        out[label] = {"P": ic.count_params(params), **{m: statistics.median(v) for m, v in times.items()}}
+    return out
 
 
 def _device_line():
@@ -99,9 +138,19 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=5, help="steps per timed block")
     ap.add_argument("--mean-field", action="store_true", help="time the GN steps of the mean-field chapters")
+    ap.add_argument("--ntk", action="store_true", help="time every method of ic.empirical_ntk")
     ap.add_argument("--n", type=int, default=500, help="--mean-field: training-set size")
     ap.add_argument("--width", type=int, default=5000, help="--mean-field: hidden units")
     args = ap.parse_args(argv)
+    if args.ntk:
+        res = ntk_bench(rounds=min(args.rounds, 3))
+        print("ic.empirical_ntk(apply, params, x, full=True), median ms after compilation")
+        print(_device_line())
+        for label, row in res.items():
+            best = min(v for k, v in row.items() if k not in ("P", "auto"))
+            print(f"{label} (P = {row['P']:,}): " + ", ".join(
+                f"{k} {v * 1e3:.1f}" for k, v in row.items() if k != "P") + f"; auto / fastest = {row['auto'] / best:.2f}")
+        return res
     if args.mean_field:
         t = mean_field_bench(args.n, args.width, rounds=min(args.rounds, 5), steps=min(args.steps, 3))
         print(f"Mean-field GN step (Arbel et al.), N = {args.n}, M = {args.width}, d = 10, float64")
