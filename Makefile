@@ -52,7 +52,7 @@ book: $(STAMP)
 test: $(STAMP)
 	@rc=0; \
 	JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off ITLIN_SLIDERS=static \
-	  $(VENV_PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider || rc=$$?; \
+	  $(VENV_PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider -n auto --dist loadfile --no-loadscope-reorder --durations=15 || rc=$$?; \
 	if [ -n "$${ITLIN_PYTEST_RC_FILE:-}" ]; then echo $$rc > "$$ITLIN_PYTEST_RC_FILE"; fi; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit status 5)." >&2; fi; \
 	exit $$rc

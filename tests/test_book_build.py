@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(not JB.exists(), reason="jupyter-book is not ins
 def build(root, out, *flags):
     env = dict(os.environ, JAX_PLATFORMS="cpu", ITLIN_PRESET="smoke", ITLIN_PROGRESS="off", ITLIN_SLIDERS="static")
     return subprocess.run([str(JB), "build", str(root), "--path-output", str(out), *flags], env=env,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=2400)   # a guard against a hang only
 
 
 def sphinx_warnings(result):
@@ -122,7 +122,7 @@ def chromium_or_skip():
     """Chromium and its WebDriver; installed with .ci/install-browser when missing, else skip."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         try:
-            out = subprocess.run([str(INSTALL_BROWSER)], capture_output=True, text=True, timeout=900)
+            out = subprocess.run([str(INSTALL_BROWSER)], capture_output=True, text=True, timeout=2400)   # a guard against a hang only
             log = (out.stdout + out.stderr).strip()
         except (OSError, subprocess.TimeoutExpired) as err:
             log = repr(err)

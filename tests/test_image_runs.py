@@ -59,6 +59,22 @@ def test_stand_in_env_switch(monkeypatch, tmp_path):
         ir.image_data("mnist", "colab", data_dir=tmp_path)
 
 
+def test_stand_in_is_published_whole_and_replaces_a_half_written_folder(monkeypatch, tmp_path):
+    """Chapters run side by side (pytest workers, a book build) share the stand-in folder: it
+    appears in one rename, a folder left without its "complete" mark is rewritten, and a writer
+    that loses the race leaves no private copy behind."""
+    monkeypatch.setattr(ir.tempfile, "gettempdir", lambda: str(tmp_path))
+    root = tmp_path / "itlin-stand-in" / "mnist-40-20"
+    (root / "mnist").mkdir(parents=True)
+    (root / "mnist" / "train-images-idx3-ubyte.gz").write_bytes(b"half")
+    first = ir.image_data("mnist", "smoke", stand_in_sizes=(40, 20))
+    assert (root / "complete").exists() and first["x_train"].shape == (40, 28, 28, 1)
+    ir._write_stand_in_once("mnist", root, 40, 20)           # the loser of a race
+    assert [p.name for p in root.parent.iterdir()] == ["mnist-40-20"]
+    again = ir.image_data("mnist", "smoke", stand_in_sizes=(40, 20))
+    np.testing.assert_array_equal(again["x_train"], first["x_train"])
+
+
 def test_evaluations_match_an_independent_computation(group, cifar):
     """The last evaluation of network and proxy = accuracy/loss computed directly from the
     final parameters and anchors on the same test images."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Mapping
@@ -179,15 +180,29 @@ def image_data(dataset: str, preset: str | None = None, *, data_dir=None, stand_
     if stand_in:
         n_train, n_test = (int(v) for v in stand_in_sizes)
         root = Path(tempfile.gettempdir()) / "itlin-stand-in" / f"{dataset}-{n_train}-{n_test}"
-        done = root / "complete"
-        if not done.exists():
-            ic.datasets.write_stand_in(dataset, root, n_train, n_test)
-            done.touch()
+        if not (root / "complete").exists():
+            _write_stand_in_once(dataset, root, n_train, n_test)
         data = loader(root, verify=False)
     else:
         data = loader(data_dir, progress=progress)
     mean, std = ic.channel_stats(data["x_train"])
     return dict(data, stand_in=bool(stand_in), mean=mean, std=std)
+
+
+def _write_stand_in_once(dataset: str, root: Path, n_train: int, n_test: int) -> None:
+    """Write the stand-in files into a private folder and rename it to ``root`` in one step, so
+    that processes running chapters side by side (pytest workers, a book build) never read a
+    half-written file; whoever renames second discards its own identical copy."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    if root.exists() and not (root / "complete").exists():   # left by an interrupted older writer
+        shutil.rmtree(root, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
+    ic.datasets.write_stand_in(dataset, tmp, n_train, n_test)
+    (tmp / "complete").touch()
+    try:
+        os.rename(tmp, root)
+    except OSError:                                           # another process got there first
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def training_subset(cfg: ImageRunConfig, data: dict):
