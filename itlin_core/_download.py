@@ -8,15 +8,23 @@ is never read: it is deleted before a new download. Tests replace :func:`urlopen
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
 import os
+import shutil
+import tarfile
+import tempfile
 import urllib.request
+import zlib
 from pathlib import Path
 
 from ._progress import progress_bar
 
 CHUNK = 1 << 20
+#: Seconds a mirror may take to connect, or to send the next block, before the next mirror is
+#: tried (a stalled server would otherwise hold a download for minutes).
+DOWNLOAD_TIMEOUT = 15.0
 
 
 class DatasetError(RuntimeError):
@@ -40,7 +48,10 @@ def default_data_dir() -> Path:
 
 def data_root(data_dir) -> Path:
     """``data_dir`` (``~`` expanded), or :func:`default_data_dir` when it is ``None``."""
-    return Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
+    root = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"data_dir (or $ITLIN_DATA_DIR) must be a folder, but {root} is a file.")
+    return root
 
 
 def hash_file(path: Path, algorithm: str) -> str:
@@ -64,7 +75,7 @@ def check_file(path: Path, checksum: tuple[str, str], name: str | None = None) -
             f"delete it and it will be downloaded again.")
 
 
-def urlopen(url: str, timeout: float = 60.0):
+def urlopen(url: str, timeout: float = DOWNLOAD_TIMEOUT):
     """Open ``url`` for reading (the only function that touches the network; tests replace it)."""
     request = urllib.request.Request(url, headers={"User-Agent": "itlin_core"})
     return urllib.request.urlopen(request, timeout=timeout)
@@ -127,3 +138,37 @@ def ensure(path: Path, urls, checksum: tuple[str, str], verify: bool, progress, 
             f"{path.name} is not in {path.parent} and could not be downloaded:\n  "
             + "\n  ".join(failures) + f"\n{where_to_put}")
     return path
+
+
+def extract_folder(archive: Path, root: Path, folder_name: str) -> Path:
+    """Extract the plain files under ``folder_name/`` of the tar.gz ``archive`` into
+    ``root/folder_name`` (anything else, links and nested paths included, is skipped). Everything
+    is read into a private temporary folder first and moved into place only when the whole
+    archive was read, so a truncated or damaged archive leaves no empty or partial folder and
+    never replaces files that were there; it raises DatasetError saying to delete it."""
+    folder = root / folder_name
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder_name}-", dir=root))
+    try:
+        try:
+            with gzip.open(archive) as whole:   # the gzip CRC, which tarfile never reaches, catches any damage
+                while whole.read(CHUNK):
+                    pass
+            with tarfile.open(archive, "r:gz") as tar:
+                for member in tar.getmembers():
+                    parts = Path(member.name).parts
+                    if not member.isfile() or len(parts) != 2 or parts[0] != folder_name or parts[1] in ("..", "."):
+                        continue
+                    with tar.extractfile(member) as src, open(tmp / parts[1], "wb") as dst:
+                        shutil.copyfileobj(src, dst, CHUNK)
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+            raise DatasetError(f"{archive} is not a readable tar.gz archive ({type(e).__name__}: {e}); it is "
+                               "damaged or incomplete: delete it (it is downloaded again with verify=True).") from None
+        if not any(tmp.iterdir()):
+            raise DatasetError(f"{archive} holds no {folder_name}/ files; delete it or replace it.")
+        folder.mkdir(exist_ok=True)
+        for f in tmp.iterdir():
+            os.replace(f, folder / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ._validate import check_damping
+from ._validate import check_damping, is_traced
 
 
 def psd_eigh(kmat, rcond=None):
@@ -35,8 +35,15 @@ def kernel_solve(kmat, rhs, damping=0.0, *, rcond: float | None = None):
     damping = check_damping(damping)
     ev, vecs, cutoff = psd_eigh(kmat, rcond)
     lam = damping(ev) if callable(damping) else damping
+    if callable(damping):
+        lam = jnp.asarray(lam)
+        if not is_traced(lam) and not (lam.shape == () and bool(jnp.isfinite(lam)) and float(lam) >= 0):
+            raise ValueError(f"damping: the callable must return one finite number >= 0 for the eigenvalues "
+                             f"of the kernel, got {lam!r}.")
     denom = ev + lam
     keep = denom > cutoff
     inv = jnp.where(keep, 1.0 / jnp.where(keep, denom, 1.0), 0.0)
+    if callable(damping):   # under jit: a negative or NaN lambda gives NaN, never a silent zero step
+        inv = jnp.where(jnp.isfinite(lam) & (lam >= 0), inv, jnp.nan)
     coeff = vecs.T @ rhs
     return vecs @ (inv.reshape((-1,) + (1,) * (coeff.ndim - 1)) * coeff)

@@ -38,6 +38,10 @@ def check_period(K):
             raise ValueError(
                 f"K as an array must have an integer dtype, got {K.dtype}; "
                 "build it with itlin_core.period_as_int.")
+        if not is_traced(K) and K.size and int(np.min(np.asarray(K))) < 1:
+            raise ValueError(
+                f"K (the relinearisation period) must be at least 1 in every entry, got {np.asarray(K).tolist()}; "
+                "build it with itlin_core.period_as_int, which maps None and math.inf to 'never'.")
         return K
     if isinstance(K, bool) or not isinstance(K, numbers.Real):
         raise ValueError(
@@ -63,6 +67,9 @@ def check_damping(damping):
     a callable, or a traced value."""
     if callable(damping) or is_traced(damping):
         return damping
+    if isinstance(damping, (str, bytes, bool)):
+        raise ValueError(f"damping must be a non-negative number or a callable eigenvalues -> lambda, "
+                         f"got {damping!r} ({type(damping).__name__}).")
     try:
         lam = float(damping)
     except (TypeError, ValueError):
@@ -73,6 +80,30 @@ def check_damping(damping):
         raise ValueError(
             f"damping must be a finite number >= 0 (0 is undamped Gauss-Newton), got {damping!r}.")
     return damping
+
+
+def check_examples(name: str, x) -> int:
+    """The number of examples (leading axis) of the array or pytree of arrays ``x``; raises
+    ValueError when it has none (an empty batch) or no leading axis."""
+    leaves = jax.tree.leaves(x)
+    if not leaves or not all(hasattr(a, "shape") and len(a.shape) >= 1 for a in leaves):
+        raise ValueError(f"{name} must be an array (or pytree of arrays) with the examples on its leading axis, "
+                         f"got {type(x).__name__} of shape {getattr(x, 'shape', None)}.")
+    n = leaves[0].shape[0]
+    if n == 0:
+        raise ValueError(f"{name} holds no examples (leading axis of length 0); an empty batch has no kernel, "
+                         "no Gauss-Newton step and no loss to follow.")
+    return n
+
+
+def check_whole(name: str, v, minimum: int) -> int:
+    """``v`` as an int, or ValueError unless it is a whole number >= ``minimum`` (a whole float
+    such as ``1e4`` is accepted)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(v) or int(v) != v or v < minimum:
+        kind = "a non-negative" if minimum == 0 else "a positive" if minimum == 1 else f"an (>= {minimum})"
+        raise ValueError(f"{name} must be {kind} integer, got {v!r}.")
+    return int(v)
 
 
 def check_microbatch(microbatch):

@@ -12,6 +12,8 @@ data, the history arrays and a JSON header (non-finite scalars written as ``{"__
 from __future__ import annotations
 
 import json
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
@@ -87,6 +89,31 @@ def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta:
     atomic_write(Path(path), lambda f: np.savez(f, **arrays), "wb")
 
 
+_HEADER = {"format": int, "treedef": str, "num_leaves": int, "step": int, "has_key": bool,
+           "history_scalars": dict, "meta": dict}
+
+
+def _read(path: Path):
+    """``(arrays, header)`` of a checkpoint file, or a ValueError that says to delete a damaged
+    one (truncated, emptied or altered files fail the zip format, its CRC checks or the header's
+    keys and types; the package never leaves such a file behind itself, as it writes atomically)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            files = {k: z[k] for k in z.files}
+        header = json.loads(str(files.pop("header")))
+        if not isinstance(header, dict) or any(not isinstance(header.get(k), t) for k, t in _HEADER.items()):
+            raise ValueError("its header lacks fields or has fields of the wrong type")
+        if any(isinstance(v, dict) and v.get("__float__") not in FLOAT_WORDS for v in header["history_scalars"].values()):
+            raise ValueError("its header holds an unknown float word")
+        missing = [f"leaf_{i}" for i in range(header["num_leaves"]) if f"leaf_{i}" not in files]
+        if missing or (header["has_key"] and "key" not in files):
+            raise ValueError(f"arrays are missing: {', '.join(missing) or 'key'}")
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise ValueError(f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); it is damaged or not "
+                         "a checkpoint: delete it to start afresh.") from None
+    return files, header
+
+
 def load_checkpoint(path, template) -> Checkpoint:
     """Read a checkpoint written by :func:`save_checkpoint`. ``template`` is a pytree with the
     structure, shapes and dtypes of the saved state (e.g. the initial state); the file must
@@ -96,12 +123,7 @@ def load_checkpoint(path, template) -> Checkpoint:
       ValueError: the file is not a checkpoint, or its state does not match ``template``.
     """
     path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            files = {k: z[k] for k in z.files}
-        header = json.loads(str(files.pop("header")))
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"{path} is not a readable checkpoint ({e}); delete it to start afresh.") from None
+    files, header = _read(path)
     if header.get("format") != FORMAT_VERSION:
         raise ValueError(f"{path} is a checkpoint of format {header.get('format')}, expected {FORMAT_VERSION}.")
     t_leaves, t_def = jax.tree.flatten(template)

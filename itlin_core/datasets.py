@@ -16,7 +16,9 @@ MNIST: the four idx files ``train-images-idx3-ubyte.gz``, ``train-labels-idx1-ub
 **Integrity.** A download goes to ``<name>.part``, is hashed while it streams, and is renamed
 to its final name (an atomic ``os.replace``) only when its MD5 equals the canonical one
 (:data:`CHECKSUMS`, the values torchvision and the datasets' own pages publish); a mismatch
-deletes the ``.part`` file and tries the next mirror (``itlin_core._download``). A ``.part`` file left by an
+deletes the ``.part`` file and tries the next mirror (``itlin_core._download``), as does a
+mirror that takes longer than ``itlin_core._download.DOWNLOAD_TIMEOUT`` seconds to connect or
+to send its next block. A ``.part`` file left by an
 interrupted run is never read: it is deleted before a new download. With ``verify=True``
 (default) files already on disk are checked against the same checksums (CIFAR10's extracted
 batches have their own canonical MD5s) and a mismatch raises :class:`ChecksumError` without
@@ -39,15 +41,13 @@ import gzip
 import os
 import pickle
 import re
-import shutil
 import struct
-import tarfile
 from pathlib import Path
 
 import numpy as np
 
-from ._download import (CHUNK, ChecksumError, DatasetError, DatasetUnavailableError, data_root, default_data_dir,
-                        ensure)
+from ._download import (ChecksumError, DatasetError, DatasetUnavailableError, data_root, default_data_dir,
+                        ensure, extract_folder)
 from ._download import check_file as _check_checksum
 
 __all__ = ["cifar10", "mnist", "default_data_dir", "DatasetError", "DatasetUnavailableError",
@@ -167,26 +167,8 @@ def _cifar_folder(root: Path) -> Path:
 
 
 def _extract_cifar(archive: Path, root: Path) -> Path:
-    """Extract the batch files of ``archive`` into ``root/cifar-10-batches-py`` (each file
-    written to a temporary name, then renamed), refusing anything but plain files in that
-    folder."""
-    folder = root / CIFAR10_FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        tar = tarfile.open(archive, "r:gz")
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise DatasetError(f"{archive} is not a readable tar.gz archive ({e}).") from None
-    with tar:
-        for member in tar.getmembers():
-            parts = Path(member.name).parts
-            if not member.isfile() or len(parts) != 2 or parts[0] != CIFAR10_FOLDER or parts[1] in ("..", "."):
-                continue
-            target = folder / parts[1]
-            tmp = target.with_name(target.name + ".part")
-            with tar.extractfile(member) as src, open(tmp, "wb") as dst:
-                shutil.copyfileobj(src, dst, CHUNK)
-            os.replace(tmp, target)
-    return folder
+    """Extract the batch files of ``archive`` into ``root/cifar-10-batches-py``."""
+    return extract_folder(archive, root, CIFAR10_FOLDER)
 
 
 def _cifar_where_to_put(root: Path) -> str:

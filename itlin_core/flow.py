@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from ._linalg import psd_eigh
+from ._validate import check_examples, is_traced
 from .ntk import as_2d, empirical_ntk, kernel_matrix
 
 PyTree = Any
@@ -91,6 +92,7 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
       >>> print(jnp.round(f_t[:, 0], 4))
       [0.6321 1.    ]
     """
+    check_examples("f0_train", jnp.asarray(f0_train))
     kmat, f2, full = _kernel_and_outputs(ntk_train, f0_train, "ntk_train")
     y2 = as_2d(jnp.asarray(y_train))
     if y2.shape != f2.shape:
@@ -137,8 +139,8 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
         return at(t_arr)
     if t_arr.ndim != 1:
         raise ValueError(f"t must be a number or a 1-D array of times, got shape {t_arr.shape}.")
-    if bool(jnp.any(t_arr < 0)):
-        raise ValueError("every time in t must be >= 0 (math.inf is allowed).")
+    if not is_traced(t_arr) and not bool(jnp.all(t_arr >= 0)):   # NaN fails this too
+        raise ValueError(f"every time in t must be a number >= 0 (math.inf is allowed, NaN is not), got {t!r}.")
     return jax.vmap(at)(t_arr)
 
 
@@ -151,6 +153,7 @@ def gradient_flow_params(apply_fn: Callable, params0: PyTree, x, y, t, *, rcond:
     At ``t = inf`` this is ``theta_0 - J^+ r``, the undamped Gauss-Newton step
     (:func:`itlin_core.gn_step` with ``lr=1``). ``t`` is a single time.
     """
+    check_examples("x", x)
     out, pullback = jax.vjp(lambda p: as_2d(apply_fn(p, x)), params0)
     y2 = as_2d(jnp.asarray(y))
     if y2.shape != out.shape:

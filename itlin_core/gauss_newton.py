@@ -15,6 +15,7 @@ minimum-norm step ``J^+ r``: the limit of gradient flow on the linearised model
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -22,7 +23,7 @@ import jax.numpy as jnp
 import optax
 
 from ._linalg import kernel_solve
-from ._validate import check_damping
+from ._validate import check_damping, check_examples, check_whole, is_traced
 from .linearise import linearised_objective, linearised_value_and_grad, tree_vdot
 from .ntk import as_2d, empirical_ntk, kernel_matrix
 
@@ -72,9 +73,11 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
       The direction ``d``, a pytree like ``params``; the GN update is ``params - lr * d``.
     """
     check_damping(damping)
+    check_examples("x", x)
     dtype = _solve_dtype(solve_dtype)
     out, pullback = jax.vjp(lambda p: as_2d(apply_fn(p, x)), params)
-    y2 = as_2d(jnp.asarray(y))
+    y2 = jnp.asarray(y)
+    y2 = as_2d(y2) if y2.ndim else y2
     if y2.shape != out.shape:
         raise ValueError(
             f"targets y must match the model outputs: outputs have shape {out.shape}, "
@@ -124,11 +127,10 @@ def gn_iterate(apply_fn: Callable, params: PyTree, x, y, num_steps: int, *, lr: 
     """``num_steps`` (damped) Gauss-Newton updates from ``params`` (:func:`gn_step`), as one
     ``lax.scan``; returns the final parameters. Jittable and vmappable (e.g. over dampings or
     initialisations). Keyword arguments go to :func:`gn_direction`."""
-    if isinstance(num_steps, bool) or int(num_steps) != num_steps or num_steps < 0:
-        raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}.")
+    num_steps = check_whole("num_steps", num_steps, 0)
     check_damping(damping)
     body = lambda p, _: (gn_step(apply_fn, p, x, y, lr=lr, damping=damping, **kwargs), None)
-    return jax.lax.scan(body, params, None, length=int(num_steps))[0]
+    return jax.lax.scan(body, params, None, length=num_steps)[0]
 
 
 class TGNResult(NamedTuple):
@@ -162,10 +164,9 @@ def tgn_step(apply_fn: Callable, params: PyTree, x, y, *, loss_fn: Callable,
     "solve the convex problem with Adam" baseline (Figs. 3, 8, 9 bottom).
     """
     check_damping(damping)
-    if int(num_steps) != num_steps or num_steps < 1:
-        raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}.")
-    if rtol < 0:
-        raise ValueError(f"rtol must be >= 0, got {rtol!r}.")
+    num_steps = check_whole("num_steps", num_steps, 1)
+    if not is_traced(rtol) and (isinstance(rtol, (str, bytes, bool)) or not math.isfinite(rtol) or rtol < 0):
+        raise ValueError(f"rtol must be a finite number >= 0 (0: run all num_steps), got {rtol!r}.")
     objective = linearised_objective(apply_fn, loss_fn, damping)
     vg = linearised_value_and_grad(apply_fn, loss_fn, damping)
     value_and_grad = lambda p: vg(p, params, x, y)

@@ -19,6 +19,7 @@ inside the loss, outside the linearisation (Goldwaser and Ge, §3 and App. A). S
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
@@ -141,7 +142,9 @@ def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.G
     fixed K this way). ``microbatch`` and ``loss_reduction`` as for :func:`make_il_step`.
 
     Returns ``(step, periods)``: ``step(states, batch)`` expects ``states`` stacked along a
-    leading axis of length ``len(Ks)`` (see :func:`replicate`) and the same batch for all runs.
+    leading axis of length ``len(Ks)`` (see :func:`replicate`) and the same batch for all runs;
+    ``step.run_labels`` names the runs (``"K=30"``, ``"K=never"``) for :func:`itlin_core.train`'s
+    divergence warnings.
 
     Raises:
       ValueError: a bad K or damping, or a damping sequence whose length is not ``len(Ks)``.
@@ -165,7 +168,23 @@ def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.G
                             loss_reduction=loss_reduction)(state, batch)
 
     vstep = jax.vmap(one, in_axes=(0, None, 0, None if lams is None else 0))
-    return (lambda states, batch: vstep(states, batch, periods, lams)), periods
+    runs = len(periods)
+
+    def sweep_step(states, batch):
+        lead = {jnp.shape(a)[:1] for a in jax.tree.leaves(states)}
+        if lead != {(runs,)}:
+            raise ValueError(f"the sweep runs {runs} values of K: every leaf of the state must lead with an axis of "
+                             f"{runs} runs, got leading axes {sorted(lead)}; build it with "
+                             f"ic.replicate(ic.init_il_state(params, optimizer), {runs}).")
+        return vstep(states, batch, periods, lams)
+
+    # names for train's divergence warnings: "K=30", "K=never", with ", damping=0.1" per run
+    names = ["K=never" if K is None or (isinstance(K, float) and math.isinf(K)) else f"K={K:g}"
+             if isinstance(K, float) else f"K={K}" for K in Ks]
+    if lams is not None:
+        names = [f"{n}, damping={float(lam):g}" for n, lam in zip(names, lams)]
+    sweep_step.run_labels = names
+    return sweep_step, periods
 
 
 def replicate(tree: PyTree, n: int) -> PyTree:

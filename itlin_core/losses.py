@@ -10,19 +10,29 @@ Softmax and cross-entropy stay in the loss, outside any linearisation
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 
 def _matched(outputs, targets):
     """Targets in the outputs' shape; (N,) and (N, 1) are treated as the same."""
     outputs, targets = jnp.asarray(outputs), jnp.asarray(targets)
+    for name, a in (("outputs", outputs), ("targets", targets)):
+        if not (jnp.issubdtype(a.dtype, jnp.integer) or jnp.issubdtype(a.dtype, jnp.floating)):
+            raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}.")
+    # integers are compared as floats: an int32 difference squared overflows past 46340
+    outputs, targets = (a if jnp.issubdtype(a.dtype, jnp.floating) else a.astype(jnp.result_type(float))
+                        for a in (outputs, targets))
     if outputs.shape != targets.shape:
         if outputs.size != targets.size or outputs.shape[:1] != targets.shape[:1]:
             raise ValueError(
                 f"outputs and targets must have the same shape (up to a trailing axis of 1), "
                 f"got {outputs.shape} and {targets.shape}.")
         targets = targets.reshape(outputs.shape)
+    if outputs.size == 0:
+        raise ValueError(f"outputs and targets are empty (shape {outputs.shape}); a loss over no examples is undefined.")
     return outputs, targets
 
 
@@ -32,14 +42,51 @@ def squared_error(outputs, targets):
     return 0.5 * jnp.sum((outputs - targets) ** 2)
 
 
+def _class_labels(fn: str, logits, labels):
+    """``(logits, labels, valid)``: labels as integer classes of shape ``logits.shape[:-1]`` ((N, 1)
+    is squeezed), checked; ``valid`` marks labels in ``[0, C)``. Out-of-range labels raise
+    outside ``jit``; inside, where values are unknown, they make the result NaN, never a silent
+    wrong class (an index of -1 would otherwise pick the last class)."""
+    logits, labels = jnp.asarray(logits), jnp.asarray(labels)
+    if logits.ndim < 2:
+        raise ValueError(f"{fn}: logits must have shape (N, C) (classes on the last axis), got {logits.shape}.")
+    if labels.shape == logits.shape and logits.shape[-1] > 1:
+        raise ValueError(f"{fn}: labels have the logits' shape {logits.shape}; pass integer class indices of "
+                         f"shape {logits.shape[:-1]} (for one-hot labels: labels.argmax(-1)).")
+    if labels.shape == (*logits.shape[:-1], 1):
+        labels = labels[..., 0]
+    if labels.shape != logits.shape[:-1]:
+        raise ValueError(f"{fn}: labels must have shape {logits.shape[:-1]} (one class index per example), "
+                         f"got {labels.shape}.")
+    if not jnp.issubdtype(labels.dtype, jnp.integer):
+        raise TypeError(f"{fn}: labels must be integer class indices, got dtype {labels.dtype}.")
+    if labels.size == 0:
+        raise ValueError(f"{fn}: the batch is empty (logits of shape {logits.shape}); a mean over no examples "
+                         "is undefined.")
+    classes = logits.shape[-1]
+    if not isinstance(labels, jax.core.Tracer):
+        bad = np.asarray(labels)
+        if bad.min() < 0 or bad.max() >= classes:
+            raise ValueError(f"{fn}: labels must be classes in [0, {classes}) for {classes} logits, got values "
+                             f"from {int(bad.min())} to {int(bad.max())}.")
+    return logits, labels, (labels >= 0) & (labels < classes)
+
+
 def softmax_cross_entropy(logits, labels):
-    """Mean softmax cross-entropy over the batch; ``labels`` are integer classes."""
-    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+    """Mean softmax cross-entropy over the batch; ``labels`` are integer classes in ``[0, C)``
+    of shape ``(N,)`` (or ``(N, 1)``). Bad labels raise ValueError/TypeError; under ``jit``, an
+    out-of-range label makes the loss NaN (so that training reports it instead of learning it)."""
+    logits, labels, valid = _class_labels("softmax_cross_entropy", logits, labels)
+    per = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.where(valid, labels, 0))
+    return jnp.mean(jnp.where(valid, per, jnp.nan))
 
 
 def accuracy(logits, labels):
-    """Fraction of examples whose largest logit is the label."""
-    return jnp.mean(jnp.argmax(logits, axis=-1) == labels)
+    """Fraction of examples whose largest logit is the label (labels as for
+    :func:`softmax_cross_entropy`; NaN under ``jit`` if any label is out of range)."""
+    logits, labels, valid = _class_labels("accuracy", logits, labels)
+    hits = jnp.argmax(logits, axis=-1) == labels
+    return jnp.where(jnp.all(valid), jnp.mean(hits), jnp.nan)
 
 
 def rmse(outputs, targets):

@@ -56,6 +56,9 @@ def mlp(layer_sizes: Sequence[int], activation="relu", *, parameterisation: str 
         return params
 
     def apply(params, x):
+        if jnp.ndim(x) < 1 or jnp.shape(x)[-1] != sizes[0]:
+            raise ValueError(f"mlp: x must hold examples of {sizes[0]} features (shape (N, {sizes[0]})), "
+                             f"got shape {jnp.shape(x)}.")
         h = x
         for i, layer in enumerate(params):
             if ntk:
@@ -67,6 +70,22 @@ def mlp(layer_sizes: Sequence[int], activation="relu", *, parameterisation: str 
         return out_scale * h
 
     return Model(init, apply)
+
+
+def _check_images(model: str, x, channels: int, hw=None) -> None:
+    """Images for a CNN: floating point NHWC with ``channels`` channels (and height and width
+    ``hw`` when the model fixes them); a NCHW batch or uint8 pixels get a sentence saying how to
+    convert, not an error from inside the convolution."""
+    shape = jnp.shape(x)
+    want = f"(N, {hw[0]}, {hw[1]}, {channels})" if hw else f"(N, H, W, {channels})"
+    if len(shape) != 4 or shape[-1] != channels or (hw and tuple(shape[1:3]) != tuple(hw)):
+        hint = ""
+        if len(shape) == 4 and shape[1] == channels and (not hw or tuple(shape[2:]) == tuple(hw)):
+            hint = " It looks channels-first (NCHW): pass x.transpose(0, 2, 3, 1)."
+        raise ValueError(f"{model}: x must be a batch of images {want} (NHWC), got shape {tuple(shape)}.{hint}")
+    if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
+        raise TypeError(f"{model}: x must hold floating-point pixels, got dtype {jnp.result_type(x)}; scale "
+                        "uint8 images first, e.g. ic.normalise(x, *ic.channel_stats(x_train)).")
 
 
 def _conv(x, w, b):
@@ -113,6 +132,7 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
         return params
 
     def apply(params, x):
+        _check_images("lenet50", x, c, (h, w))
         y = lenet50_features(params, x, 2)
         for i, layer in enumerate(params["dense"]):
             y = y @ layer["w"] + layer["b"]
@@ -129,6 +149,7 @@ def lenet50_features(params, x, layer: int):
     2: the second, 5x5x50), flattened to ``(N, D)``; ``apply`` continues from block 2."""
     if layer not in (1, 2):
         raise ValueError(f"layer must be 1 or 2 (LeNet-50's two convolutional blocks), got {layer!r}.")
+    _check_images("lenet50_features", x, params["conv1"]["w"].shape[2])
     y = x
     for name in ("conv1", "conv2")[:layer]:
         y = _max_pool(jax.nn.relu(_conv(y, params[name]["w"], params[name]["b"])))
@@ -239,6 +260,7 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
         if stats is not None and len(stats) != len(shapes) - 1:
             raise ValueError(f"stats must hold one {{'mean', 'var'}} per BatchNorm layer ({len(shapes) - 1}), "
                              f"as returned by apply(..., return_stats=True); got {len(stats)}.")
+        _check_images("resnet18", x, in_channels)
         given = iter(stats) if stats is not None else None
         used = []
 

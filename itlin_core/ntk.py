@@ -22,6 +22,8 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
+from ._validate import check_examples
+
 PyTree = Any
 
 
@@ -180,6 +182,14 @@ def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, full: bool
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}.")
     same = x2 is None
+    check_examples("x1", x1)
+    if not same:
+        check_examples("x2", x2)
+        s1 = [a.shape[1:] for a in jax.tree.leaves(x1)]
+        s2 = [a.shape[1:] for a in jax.tree.leaves(x2)]
+        if s1 != s2:
+            raise ValueError(f"x1 and x2 must hold examples of the same shape, got {s1} and {s2} "
+                             "(after the leading axis of examples).")
     x2 = x1 if same else x2
     if method == "auto":
         o = _output_size(apply_fn, params, x1)

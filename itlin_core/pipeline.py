@@ -134,8 +134,14 @@ def split_microbatches(batch, size: int):
 # --------------------------------------------------------------------------- images
 
 def _check_images(images, name="images"):
-    if jnp.ndim(images) != 4:
-        raise ValueError(f"{name} must be a batch of images (N, H, W, C), got shape {jnp.shape(images)}.")
+    """A batch of NHWC images; a batch that looks channels-first (1 or 3 channels on axis 1, a
+    wider last axis) is refused, since every augmentation would act on the wrong axes."""
+    shape = jnp.shape(images)
+    if len(shape) != 4:
+        raise ValueError(f"{name} must be a batch of images (N, H, W, C), got shape {shape}.")
+    if shape[1] in (1, 3) and shape[3] > 4:
+        raise ValueError(f"{name} looks channels-first (NCHW), shape {shape}; images here are (N, H, W, C): "
+                         "pass images.transpose(0, 2, 3, 1).")
 
 
 def random_crop(key, images, padding: int = 4):
@@ -182,7 +188,8 @@ def channel_stats(images):
     deviation. Accumulated in float64 over chunks of images, so CIFAR10's 50000 images never
     exist as one float64 copy (1.2 GB)."""
     images = np.asarray(images)
-    if images.ndim != 4 or images.shape[0] == 0:
+    _check_images(images)
+    if images.size == 0:
         raise ValueError(f"images must be a non-empty batch (N, H, W, C), got shape {images.shape}.")
     scale = 255.0 if images.dtype == np.uint8 else 1.0
     total = np.zeros(images.shape[-1])

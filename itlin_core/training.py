@@ -23,6 +23,7 @@ import functools
 import json
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -31,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._progress import progress_bar
+from ._validate import check_whole
 from .checkpoint import key_data, load_checkpoint, save_checkpoint
 from .pipeline import Batches, _whole
 
@@ -79,14 +81,6 @@ def _chunk_runner(step, batch_fn, donate: bool):
         return jax.lax.scan(lambda s, i: step(s, batch_fn(data, i)), state, idx)
 
     return jax.jit(run, donate_argnums=(0,) if donate else ())
-
-
-def _whole_number(name, v, minimum):
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(v) or int(v) != v or v < minimum:
-        kind = "a non-negative" if minimum == 0 else "a positive"
-        raise ValueError(f"{name} must be {kind} integer, got {v!r}.")
-    return int(v)
 
 
 def _block_means(losses: np.ndarray, block: int) -> np.ndarray:
@@ -138,8 +132,49 @@ class _History:
         return out
 
 
+def _warn_new_divergences(step, desc, before, now) -> None:
+    """Warn once per run of a sweep whose loss or parameters just became non-finite."""
+    labels = getattr(step, "run_labels", None)
+    flat_now = np.asarray(now).reshape(-1)
+    flat_before = np.full_like(flat_now, -1) if before is None else np.asarray(before).reshape(-1)
+    for i in np.flatnonzero((flat_now >= 0) & (flat_before < 0)):
+        name = labels[i] if labels is not None and len(labels) == flat_now.size else f"run {i}"
+        warnings.warn(f"{desc}: {name} (run {i} of {flat_now.size}) became non-finite at step {flat_now[i]}; "
+                      "the other runs go on, and its values are NaN from there "
+                      "(history['nonfinite_at'] has the step of every run, -1 for none).",
+                      RuntimeWarning, stacklevel=3)
+
+
+def _json_meta(meta) -> dict:
+    """``meta`` as plain JSON values (NumPy scalars become Python numbers), or a ValueError."""
+    if meta is not None and not isinstance(meta, Mapping):
+        raise ValueError(f"meta must be a dict of JSON-able settings, got {type(meta).__name__}.")
+
+    def plain(o):
+        if isinstance(o, np.generic):
+            return o.item()
+        raise TypeError(f"a value of type {type(o).__name__}")
+    try:
+        return json.loads(json.dumps(dict(meta or {}), allow_nan=False, default=plain))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"meta must hold JSON-able settings (strings, finite numbers, booleans, None, lists and "
+                         f"dicts with string keys) so that a resumed run can compare them; got {meta!r} ({e}).") from None
+
+
+def _nonfinite_runs(state, runs_shape) -> np.ndarray:
+    """Whether any floating-point leaf of ``state`` holds a non-finite value, per run: an array of
+    ``runs_shape`` (``()`` for one run; ``(R,)`` for a vmapped sweep, whose leaves lead with R)."""
+    bad = jnp.zeros(runs_shape, bool)
+    for leaf in jax.tree.leaves(state):
+        if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.inexact) and leaf.size:
+            lead = leaf.shape[:len(runs_shape)] == tuple(runs_shape)
+            flat = leaf.reshape(*runs_shape, -1) if lead else leaf.reshape(1, -1)
+            bad = bad | ~jnp.isfinite(flat).all(axis=-1) if lead else bad | ~jnp.isfinite(flat).all()
+    return np.asarray(bad)
+
+
 def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable | None = None,
-          eval_every: int | None = None, loss_every: int | None = None, on_nonfinite: str = "raise",
+          eval_every: int | None = None, loss_every: int | None = None, on_nonfinite: str = "auto",
           progress: str | bool | None = None, desc: str = "training", checkpoint_path=None,
           checkpoint_every: int | None = None, key=None, meta: Mapping | None = None,
           stop_at: int | None = None):
@@ -162,9 +197,13 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
         losses are 480 MB, kept in memory and written into every checkpoint. ``eval_every``
         (when given) must be a multiple of it. Divergence is still located to the exact step,
         from the per-step losses of each chunk, before they are averaged.
-      on_nonfinite: ``"raise"`` (default) raises :class:`TrainingDiverged` naming the step;
-        ``"stop"`` ends training and returns what was recorded before the bad chunk, with
+      on_nonfinite: ``"raise"`` raises :class:`TrainingDiverged` naming the step; ``"stop"``
+        ends training and returns what was recorded before the bad chunk, with
         ``history["diverged_at"]`` set; ``"ignore"`` records NaNs (the caller masks them).
+        ``"auto"`` (default): ``"raise"`` for one run; for a vmapped sweep (one loss per run)
+        ``"ignore"``, so that the healthy runs go on, with a warning that names each run that
+        became non-finite (by ``step.run_labels``, e.g. ``K=30``, when the step has them, as
+        :func:`itlin_core.make_il_sweep_step` does) and its first bad step.
       progress: ``"auto"`` (notebook widget or terminal), ``"text"`` (stderr), ``"off"``;
         default from the ``ITLIN_PROGRESS`` environment variable.
       desc: the progress bar's label and the start of a divergence message.
@@ -189,7 +228,7 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
       ``loss_every``); ``history["eval_step"]`` the steps at which ``eval_fn`` ran and
       ``history[k]`` its values, ``history["diverged_at"]`` the first non-finite step or
       ``None``, ``history["seconds"]`` the wall time of training (summed over resumed calls).
-      With ``on_nonfinite="ignore"`` also ``history["nonfinite_at"]``: for each entry of the
+      With ``on_nonfinite="ignore"`` (or ``"auto"`` on a sweep) also ``history["nonfinite_at"]``: for each entry of the
       loss (one per run for a sweep), the first step whose loss was non-finite, ``-1`` for none.
       With ``checkpoint_path`` also ``history["resumed_from"]``: the step this call started
       from (0 for a fresh run).
@@ -199,12 +238,13 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
         settings differ).
       TrainingDiverged: a non-finite loss under ``on_nonfinite="raise"``.
     """
-    if on_nonfinite not in ("raise", "stop", "ignore"):
-        raise ValueError(f"on_nonfinite must be 'raise', 'stop' or 'ignore', got {on_nonfinite!r}.")
-    num_steps = _whole_number("num_steps", num_steps, 0)
+    if on_nonfinite not in ("auto", "raise", "stop", "ignore"):
+        raise ValueError(f"on_nonfinite must be 'auto', 'raise', 'stop' or 'ignore', got {on_nonfinite!r}.")
+    auto = on_nonfinite == "auto"
+    num_steps = check_whole("num_steps", num_steps, 0)
     aligned = eval_every is not None
-    eval_every = _whole_number("eval_every", eval_every, 1) if aligned else max(num_steps, 1)
-    block = 1 if loss_every is None else _whole_number("loss_every", loss_every, 1)
+    eval_every = check_whole("eval_every", eval_every, 1) if aligned else max(num_steps, 1)
+    block = 1 if loss_every is None else check_whole("loss_every", loss_every, 1)
     if aligned and eval_every % block:
         raise ValueError(f"eval_every ({eval_every}) must be a multiple of loss_every ({block}), "
                          "so that every chunk ends where a loss block does.")
@@ -214,11 +254,11 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
         if extra:
             raise ValueError(f"{', '.join(extra)} only apply with checkpoint_path; pass a checkpoint file too.")
     else:
-        checkpoint_every = eval_every if checkpoint_every is None else _whole_number("checkpoint_every", checkpoint_every, 1)
+        checkpoint_every = eval_every if checkpoint_every is None else check_whole("checkpoint_every", checkpoint_every, 1)
         if checkpoint_every % eval_every:
             raise ValueError(f"checkpoint_every must be a positive multiple of eval_every ({eval_every}), "
                              f"got {checkpoint_every}: checkpoints are taken between evaluation chunks.")
-        if stop_at is not None and _whole_number("stop_at", stop_at, 0) % eval_every:
+        if stop_at is not None and check_whole("stop_at", stop_at, 0) % eval_every:
             raise ValueError(f"stop_at must be a non-negative multiple of eval_every ({eval_every}), got "
                              f"{stop_at!r}: a run stops only where the uninterrupted run evaluates.")
     end = num_steps if stop_at is None else min(int(stop_at), num_steps)
@@ -232,7 +272,7 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
         kd = key_data(key)
         run_meta = {"num_steps": num_steps, "eval_every": eval_every,
                     "checkpoint_every": checkpoint_every, "loss_every": block,
-                    "user": json.loads(json.dumps(dict(meta or {}), allow_nan=False))}
+                    "user": _json_meta(meta)}
         if path.exists():
             ck = load_checkpoint(path, state)
             if ck.meta != run_meta:
@@ -243,6 +283,8 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
                                  "not reproduce that run. Use the same seed, or delete the checkpoint.")
             state, start, saved = ck.state, ck.step, ck.history
     history = _History(block, saved)
+    if auto and history.nonfinite_at is not None:   # a sweep resumed: its first call decided "ignore"
+        on_nonfinite, ignore = "ignore", True
     if saved is not None and (history.diverged_at is not None or start >= end):
         return state, dict(history.as_dict(history.seconds, ignore), resumed_from=start)
 
@@ -266,17 +308,29 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
             new_state, metrics = run(state, source.data, jnp.arange(at, at + n, dtype=jnp.int32))
             losses = np.asarray(metrics["loss"])
             bad = ~np.isfinite(losses)
-            if bad.any() and not ignore:
-                history.diverged_at = at + int(np.argmax(bad.reshape(n, -1).any(axis=1)))
+            if on_nonfinite == "auto":          # decided by the first chunk: a sweep has a loss per run
+                on_nonfinite = "ignore" if losses.ndim > 1 else "raise"
+                ignore = on_nonfinite == "ignore"
+            # the loss of step i is taken before its update: the last update is checked on the state
+            last_bad = _nonfinite_runs(new_state, losses.shape[1:]) if at + n == num_steps else None
+            if not ignore and (bad.any() or (last_bad is not None and last_bad.any())):
+                history.diverged_at = (at + int(np.argmax(bad.reshape(n, -1).any(axis=1))) if bad.any()
+                                       else num_steps - 1)
                 if on_nonfinite == "raise":
+                    what = "the loss" if bad.any() else "the parameters (after the last update)"
                     raise TrainingDiverged(
-                        f"{desc}: the loss became non-finite at step {history.diverged_at}; training stopped. "
-                        "Lower the learning rate, add damping, or check the data for NaNs.")
+                        f"{desc}: {what} became non-finite at step {history.diverged_at}; training stopped. "
+                        "Lower the learning rate, add damping, or check the data for NaNs (and class labels "
+                        "for values outside [0, number of classes)).")
                 break
             if ignore:
                 first = np.where(bad.any(axis=0), at + np.argmax(bad, axis=0), -1).astype(np.int64)
+                if last_bad is not None:
+                    first = np.where((first < 0) & last_bad, num_steps - 1, first)
                 prev = history.nonfinite_at
                 history.nonfinite_at = first if prev is None else np.where(prev >= 0, prev, first)
+                if auto:
+                    _warn_new_divergences(step, desc, prev, history.nonfinite_at)
             history.losses.append(_block_means(losses, block) if block > 1 else losses)
             state, at = new_state, at + n
             history.evaluate(jit_eval, state, at)

@@ -118,6 +118,48 @@ def test_bad_arguments_raise(tmp_path):
     assert os.listdir(tmp_path) == ["bad-colab.json"]
 
 
+def test_a_damaged_results_file_gives_a_clear_error(tmp_path):
+    """Emptied, truncated, byte-flipped or binary files, and fields the writer could not have
+    written (an integer array holding 1.7, a shape that does not match its data, an unknown
+    dtype or float word): each raises a ValueError that names the file and what to do, and the
+    file is left as it was."""
+    path = records.save_results("toy", "colab", curves(), seed=0, results_dir=tmp_path)
+    good = path.read_bytes()
+    damaged = [b"", good[:len(good) // 2], good[:-3], bytes(range(256)) * 4]
+    damaged += [good[:i] + bytes([good[i] ^ 0xFF]) + good[i + 1:] for i in np.linspace(0, len(good) - 1, 30).astype(int)]
+    rec = json.loads(good)
+
+    def edited(change):
+        r = json.loads(good)
+        change(r["data"])
+        return json.dumps(r).encode()
+    spec = rec["data"]["eval_step"]["__ndarray__"]
+    damaged += [
+        edited(lambda d: d["eval_step"]["__ndarray__"].update(data=[0, 10, 1.7, 30, 40])),
+        edited(lambda d: d["eval_step"]["__ndarray__"].update(shape=[6])),
+        edited(lambda d: d["eval_step"]["__ndarray__"].update(shape=[-5])),
+        edited(lambda d: d["eval_step"]["__ndarray__"].update(dtype="object")),
+        edited(lambda d: d["eval_step"]["__ndarray__"].update(dtype=7)),
+        edited(lambda d: d["eval_step"]["__ndarray__"].update(data="0 10 20")),
+        edited(lambda d: d["eval_step"]["__ndarray__"].pop("shape")),
+        edited(lambda d: d["converged"]["__ndarray__"].update(data=[1, 0])),
+        edited(lambda d: d["loss"]["__ndarray__"]["data"].__setitem__(0, "infinity")),
+        edited(lambda d: d["loss"]["__ndarray__"]["data"].__setitem__(0, [1])),
+        edited(lambda d: d.update(best={"__float__": "nope"})),
+        edited(lambda d: d["eval_step"]["__ndarray__"].update(dtype="int8", data=[0, 10, 20, 30, 400])),
+    ]
+    assert spec["dtype"] == "int64"
+    for i, data in enumerate(damaged):
+        path.write_bytes(data)
+        with pytest.raises(ValueError, match="toy-colab.json") as e:
+            records.load_results("toy", results_dir=tmp_path)
+        assert "record the run again" in str(e.value), (i, str(e.value))
+        assert path.read_bytes() == data
+    path.write_bytes(good)
+    np.testing.assert_array_equal(records.load_results("toy", results_dir=tmp_path)["data"]["eval_step"],
+                                  curves()["eval_step"])
+
+
 def test_default_results_dir_is_the_books(tmp_path, monkeypatch):
     (tmp_path / "book").mkdir()
     (tmp_path / "_toc.yml").write_text("root: book/intro\n")
@@ -126,3 +168,16 @@ def test_default_results_dir_is_the_books(tmp_path, monkeypatch):
     assert records.default_results_dir() == tmp_path.resolve() / "book" / "results"
     monkeypatch.setenv("ITLIN_RESULTS_DIR", str(tmp_path / "elsewhere"))
     assert records.default_results_dir() == tmp_path / "elsewhere"
+
+
+def test_preset_names_are_spelt_as_get_preset_accepts_them(tmp_path):
+    path = records.save_results("toy", " Colab", {"a": 1}, seed=0, results_dir=tmp_path)
+    assert path.name == "toy-colab.json"
+    rec = records.load_results("toy", preferred="COLAB", results_dir=tmp_path)
+    assert rec["preset"] == "colab" and rec["data"] == {"a": 1}
+
+
+def test_a_results_dir_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="results_dir must be a folder"):
+        records.save_results("toy", "colab", {"a": 1}, seed=0, results_dir=tmp_path / "file")

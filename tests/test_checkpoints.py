@@ -163,6 +163,44 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
         ic.load_checkpoint(tmp_path / "junk.npz", state)
 
 
+def corruptions(good: bytes):
+    """Damaged copies of a file: emptied, truncated, and one byte flipped at 60 places spread over
+    it (headers, compressed data, the zip directory)."""
+    yield "empty", b""
+    for frac in (0.1, 0.5, 0.9, 0.999):
+        yield f"truncated to {frac:.0%}", good[:int(len(good) * frac)]
+    for i in np.linspace(0, len(good) - 1, 60).astype(int):
+        yield f"byte {i} flipped", good[:i] + bytes([good[i] ^ 0xFF]) + good[i + 1:]
+
+
+def test_a_damaged_checkpoint_gives_a_clear_error_or_the_exact_state(tmp_path):
+    """Every damaged copy either raises the ValueError that says to delete the file (from
+    load_checkpoint and from train, which then leaves the file as it was), or, where the flipped
+    byte is one the zip format does not check, loads exactly the saved state and history."""
+    path = tmp_path / "run.npz"
+    state, hist = run_ckpt(path, stop_at=8)
+    good = path.read_bytes()
+    _, template, *_ = problem()
+    want = ic.load_checkpoint(path, template)
+    outcomes = {"error": 0, "same": 0}
+    for what, data in corruptions(good):
+        path.write_bytes(data)
+        try:
+            got = ic.load_checkpoint(path, template)
+        except ValueError as e:
+            assert "delete it" in str(e), (what, str(e))
+            outcomes["error"] += 1
+            continue
+        assert_same_run((got.state, got.history), (want.state, want.history)), what
+        assert (got.step, got.meta) == (want.step, want.meta), what
+        outcomes["same"] += 1
+    assert outcomes["error"] >= 40, outcomes          # most damage is detected, none passes silently
+    path.write_bytes(good[:len(good) // 2])
+    with pytest.raises(ValueError, match="delete it"):
+        run_ckpt(path)
+    assert path.read_bytes() == good[:len(good) // 2]
+
+
 def test_checkpoint_round_trip_keeps_optax_state_and_typed_key(tmp_path):
     params = MODEL.init(jax.random.PRNGKey(1))
     opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
@@ -208,3 +246,14 @@ def test_the_callers_state_stays_valid_and_the_chunk_compiles_once():
     _, h2 = ic.train(step, state, batches, 16, eval_every=4, eval_fn=eval_fn)
     assert ic.training._chunk_runner(step, batches.fn, True) is runner and runner._cache_size() == size
     np.testing.assert_array_equal(h1["loss"], h2["loss"])
+
+
+def test_meta_takes_numpy_numbers_and_refuses_what_json_cannot_hold(tmp_path):
+    step, state, batches, eval_fn, key = problem()
+    args = dict(checkpoint_path=tmp_path / "m.npz", key=key, eval_every=EVAL_EVERY)
+    ic.train(step, state, batches, 8, meta={"lr": np.float32(0.5), "K": np.int64(3)}, **args)
+    assert ic.load_checkpoint(tmp_path / "m.npz", state).meta["user"] == {"lr": 0.5, "K": 3}
+    for bad in ({"lr": float("nan")}, {"f": print}, ["lr", 0.5]):
+        with pytest.raises(ValueError, match="meta must"):
+            ic.train(step, state, batches, 8, meta=bad, **dict(args, checkpoint_path=tmp_path / "n.npz"))
+    assert not (tmp_path / "n.npz").exists()

@@ -270,9 +270,53 @@ def test_divergence_is_detected_not_plotted():
     assert len(hist["loss"]) <= hist["diverged_at"]
 
 
+@pytest.mark.parametrize("n", [5, 6])
+def test_a_divergence_on_the_last_update_is_not_missed(n):
+    """The loss of a step is taken before its update, so an update to infinite parameters at the
+    last step shows in no loss: train checks the final state. Run 1 of two overflows at step 5."""
+    def step(s, batch):
+        grow = jnp.where(s["t"] == 5, jnp.array([1.0, jnp.inf]), 1.0)
+        return {"t": s["t"] + 1, "w": s["w"] * grow}, {"loss": s["w"] * 0.0 + jnp.sin(s["t"] * 1.0)}
+    state = {"t": jnp.zeros(2, jnp.int32), "w": jnp.ones(2)}
+    if n == 5:                       # the overflow never happens within the run
+        assert ic.train(step, state, None, n)[1]["diverged_at"] is None
+        return
+    with pytest.raises(ic.TrainingDiverged, match="parameters .after the last update. became non-finite at step 5"):
+        ic.train(step, state, None, n, eval_every=3, on_nonfinite="raise")
+    final, hist = ic.train(step, state, None, n, eval_every=3, on_nonfinite="stop")
+    assert hist["diverged_at"] == 5 and np.all(np.isfinite(final["w"])) and len(hist["loss"]) == 3
+    final, hist = ic.train(step, state, None, n, on_nonfinite="ignore")
+    np.testing.assert_array_equal(hist["nonfinite_at"], [-1, 5])
+    with pytest.warns(RuntimeWarning, match=r"run 1 \(run 1 of 2\) became non-finite at step 5"):
+        _, auto = ic.train(step, state, None, n)  # two runs are a sweep: the healthy one goes on
+    np.testing.assert_array_equal(auto["nonfinite_at"], [-1, 5])
+    assert np.isfinite(final["w"][0]) and not np.isfinite(final["w"][1])
+
+
 def test_minibatches_refuse_inputs_and_labels_of_different_lengths():
     x = jnp.arange(10.0)[:, None]
     with pytest.raises(ValueError, match="same number of examples"):
         ic.minibatches(jax.random.key(0), x, x[:9], 3)
     with pytest.raises(ValueError, match="same number of examples"):
         ic.augmented_minibatches(jax.random.key(0), jnp.zeros((10, 4, 4, 3)), jnp.zeros(9, jnp.int32), 3)
+
+
+def test_by_default_a_sweep_keeps_its_healthy_runs_and_names_the_one_that_diverged():
+    """f = a^2 x with a = 0.5, 30, 0.5 for the three runs: at lr 0.05 the curvature 4 a^2 |x|^2
+    makes run 1 (K=4) overflow and the others converge. The default neither raises nor discards
+    the healthy runs: it warns with the run's label and step and records NaN for that run only;
+    a single run still raises."""
+    apply = lambda p, x: p["a"] ** 2 * x[:, 0]
+    x, y = X, 0.3 * X[:, 0]
+    opt = optax.sgd(0.05)
+    step, _ = ic.make_il_sweep_step(apply, ic.squared_error, opt, (1, 4, None))
+    assert step.run_labels == ["K=1", "K=4", "K=never"]
+    runs = [ic.init_il_state({"a": jnp.asarray(a)}, opt) for a in (0.5, 30.0, 0.5)]
+    state = jax.tree.map(lambda *a: jnp.stack(a), *runs)
+    with pytest.warns(RuntimeWarning, match=r"K=4 \(run 1 of 3\) became non-finite at step \d+"):
+        final, hist = ic.train(step, state, (x, y), 60, eval_every=20)
+    assert hist["nonfinite_at"][1] >= 0 and list(hist["nonfinite_at"][[0, 2]]) == [-1, -1]
+    assert np.all(np.isfinite(hist["loss"][:, [0, 2]])) and not np.all(np.isfinite(hist["loss"][:, 1]))
+    assert float(hist["loss"][-1, 0]) < 1e-3 * float(hist["loss"][0, 0])
+    with pytest.raises(ic.TrainingDiverged):      # one run: the default still raises
+        ic.train(ic.make_il_step(apply, ic.squared_error, opt, K=4), runs[1], (x, y), 60)

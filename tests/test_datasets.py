@@ -180,6 +180,44 @@ def test_corrupt_download_is_rejected_and_removed(tmp_path, server, fake_cifar, 
     assert_same(ic.data.cifar10(tmp_path), fake_cifar[2])
 
 
+def test_a_damaged_archive_on_disk_gives_a_clear_error_and_keeps_the_good_batches(tmp_path, server, fake_cifar):
+    """An archive put on disk by hand (verify=False, no download) that is emptied, truncated or has
+    a byte flipped: loading raises DatasetError saying to delete it, leaves no empty or partial
+    folder, and batches extracted earlier from a good archive are not touched."""
+    good = fake_cifar[0]
+    archive = tmp_path / "cifar-10-python.tar.gz"
+    damaged = [b"", good[:len(good) // 2], good[:-10]]
+    damaged += [good[:i] + bytes([good[i] ^ 0xFF]) + good[i + 1:] for i in (20, len(good) // 3, len(good) - 12)]
+    server.offline = True
+    for data in damaged:
+        archive.write_bytes(data)
+        with pytest.raises(datasets.DatasetError, match="delete it"):
+            ic.data.cifar10(tmp_path, verify=False)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["cifar-10-python.tar.gz"]
+    archive.write_bytes(good)
+    assert_same(ic.data.cifar10(tmp_path, verify=False), fake_cifar[2])
+    before = {p.name: p.read_bytes() for p in (tmp_path / "cifar-10-batches-py").iterdir()}
+    archive.write_bytes(good[:len(good) // 2])
+    with pytest.raises(datasets.DatasetError, match="delete it"):
+        datasets._extract_cifar(archive, tmp_path)                 # a re-extraction that fails halfway
+    assert {p.name: p.read_bytes() for p in (tmp_path / "cifar-10-batches-py").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cifar-10-batches-py", "cifar-10-python.tar.gz"]
+
+
+def test_a_data_dir_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "file").write_text("")
+    for loader in (ic.data.cifar10, ic.data.mnist):
+        with pytest.raises(ValueError, match="data_dir .* must be a folder"):
+            loader(tmp_path / "file", verify=False)
+
+
+def test_a_stalled_mirror_is_given_up_after_the_download_timeout(monkeypatch):
+    seen = []
+    monkeypatch.setattr(_download.urllib.request, "urlopen", lambda request, timeout: seen.append(timeout))
+    _download.urlopen("https://example.invalid/x")
+    assert seen == [_download.DOWNLOAD_TIMEOUT] and _download.DOWNLOAD_TIMEOUT <= 20
+
+
 def test_leftover_part_file_is_never_used(tmp_path, server, fake_cifar):
     part = tmp_path / "cifar-10-python.tar.gz.part"
     part.write_bytes(fake_cifar[0])  # even complete bytes under .part are not trusted

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import re
@@ -70,14 +71,19 @@ def _check_chapter(chapter) -> str:
 
 
 def _check_preset(preset) -> str:
-    if preset not in PRESETS:
+    """The preset's name, spelt as :func:`itlin_core.book.common.get_preset` accepts it (case and
+    surrounding spaces ignored), or ValueError."""
+    name = preset.strip().lower() if isinstance(preset, str) else preset
+    if name not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}: use one of {', '.join(PRESETS)}.")
-    return preset
+    return name
 
 
 def results_path(chapter: str, preset: str, results_dir=None) -> Path:
     """``<results_dir>/<chapter>-<preset>.json`` (names validated)."""
     d = Path(results_dir) if results_dir is not None else default_results_dir()
+    if d.exists() and not d.is_dir():
+        raise ValueError(f"results_dir must be a folder, but {d} is a file.")
     return d / f"{_check_chapter(chapter)}-{_check_preset(preset)}.json"
 
 
@@ -119,18 +125,52 @@ def _encode(obj, where="data"):
                      "numbers, strings, None, lists and dicts with string keys.")
 
 
-def _decode(obj):
+def _decode(obj, where="data"):
+    """The inverse of :func:`_encode`; a field that it could not have written raises ValueError
+    naming where it is (a damaged or hand-edited file)."""
     if isinstance(obj, dict):
-        if set(obj) == {"__ndarray__"}:
-            spec = obj["__ndarray__"]
-            data = [FLOAT_WORDS[v] if isinstance(v, str) else v for v in spec["data"]]
-            return np.asarray(data, dtype=np.dtype(spec["dtype"])).reshape(spec["shape"])
-        if set(obj) == {"__float__"}:
+        if "__ndarray__" in obj:
+            return _decode_array(obj, where)
+        if "__float__" in obj:
+            if set(obj) != {"__float__"} or not isinstance(obj["__float__"], str) or obj["__float__"] not in FLOAT_WORDS:
+                raise ValueError(f"{where}: a non-finite float must be written {{\"__float__\": \"nan\"}} "
+                                 f"(or \"inf\", \"-inf\"), got {obj!r}")
             return FLOAT_WORDS[obj["__float__"]]
-        return {k: _decode(v) for k, v in obj.items()}
+        return {k: _decode(v, f"{where}[{k!r}]") for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_decode(v) for v in obj]
+        return [_decode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
     return obj
+
+
+def _decode_array(obj, where):
+    spec = obj["__ndarray__"]
+    if set(obj) != {"__ndarray__"} or not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data"}:
+        raise ValueError(f"{where}: an array must be written as {{\"__ndarray__\": {{\"dtype\", \"shape\", \"data\"}}}}")
+    dtype, shape, data = spec["dtype"], spec["shape"], spec["data"]
+    try:
+        dt = np.dtype(dtype) if isinstance(dtype, str) else None
+    except TypeError:
+        dt = None
+    if dt is None or not (np.issubdtype(dt, np.number) or dt == np.bool_) or np.issubdtype(dt, np.complexfloating):
+        raise ValueError(f"{where}: unknown array dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise ValueError(f"{where}: the shape must be a list of sizes >= 0, got {shape!r}")
+    if not isinstance(data, list) or len(data) != math.prod(shape):
+        raise ValueError(f"{where}: shape {shape} needs {math.prod(shape)} values, got "
+                         f"{len(data) if isinstance(data, list) else type(data).__name__}")
+    if dt == np.bool_:
+        ok = all(isinstance(v, bool) for v in data)
+    elif np.issubdtype(dt, np.integer):
+        ok = all(isinstance(v, int) and not isinstance(v, bool) for v in data)
+    else:
+        ok = all((isinstance(v, (int, float)) and not isinstance(v, bool)) or (isinstance(v, str) and v in FLOAT_WORDS) for v in data)
+    if not ok:
+        raise ValueError(f"{where}: the values do not fit dtype {dtype} (e.g. a fraction in an integer array)")
+    values = [FLOAT_WORDS[v] if isinstance(v, str) else v for v in data]
+    try:
+        return np.asarray(values, dtype=dt).reshape(shape)
+    except OverflowError:
+        raise ValueError(f"{where}: a value is out of the range of dtype {dtype}") from None
 
 
 def software_versions() -> dict:
@@ -172,6 +212,7 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
       ValueError: a bad chapter or preset name, a non-integer seed, or a value that cannot be
         recorded.
     """
+    preset = _check_preset(preset)
     path = results_path(chapter, preset, results_dir)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ValueError(f"seed must be an integer, got {seed!r}.")
@@ -202,12 +243,16 @@ def load_results(chapter: str, preferred=("paper", "colab"), results_dir=None) -
         if not path.is_file():
             continue
         try:
-            record = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not valid JSON ({e}); delete it or record the run again.") from None
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path} is not valid JSON text ({e}); delete it or record the run again.") from None
         if not isinstance(record, dict) or record.get("format") != FORMAT_VERSION or "data" not in record:
-            raise ValueError(f"{path} is not a results record of format {FORMAT_VERSION}.")
-        record["data"] = _decode(record["data"])
+            raise ValueError(f"{path} is not a results record of format {FORMAT_VERSION}; restore it (git checkout) "
+                             "or record the run again.")
+        try:
+            record["data"] = _decode(record["data"])
+        except ValueError as e:
+            raise ValueError(f"{path} is damaged: {e}. Restore it (git checkout) or record the run again.") from None
         return record
     return None
 
