@@ -98,7 +98,9 @@ def check_examples(name: str, x) -> int:
 
 def check_whole(name: str, v, minimum: int) -> int:
     """``v`` as an int, or ValueError unless it is a whole number >= ``minimum`` (a whole float
-    such as ``1e4`` is accepted)."""
+    such as ``1e4`` and a concrete 0-d array are accepted)."""
+    if isinstance(v, (jax.Array, np.ndarray)) and v.ndim == 0 and not is_traced(v):
+        v = v.item()
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
             or not math.isfinite(v) or int(v) != v or v < minimum:
         kind = "a non-negative" if minimum == 0 else "a positive" if minimum == 1 else f"an (>= {minimum})"

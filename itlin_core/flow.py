@@ -22,7 +22,6 @@ pseudo-inverse), so a near-singular NTK gives finite, correct answers.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import jax
@@ -132,9 +131,13 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
         fte = ft2 - (kt_v @ (gg * coeff)).reshape(ft2.shape)
         return out_tr, fte.reshape(jnp.shape(f0_test))
 
+    if isinstance(t, (str, bytes)) or t is None:
+        raise ValueError(f"t must be a time >= 0 (or math.inf) or a 1-D array of them, got {t!r}.")
     t_arr = jnp.asarray(t)
+    if not jnp.issubdtype(t_arr.dtype, jnp.number) or jnp.issubdtype(t_arr.dtype, jnp.complexfloating):
+        raise ValueError(f"t must be a time >= 0 (or math.inf) or a 1-D array of them, got {t!r}.")
     if t_arr.ndim == 0:
-        if not (t_arr >= 0):
+        if not is_traced(t_arr) and not bool(t_arr >= 0):
             raise ValueError(f"t must be >= 0 (or math.inf), got {t!r}.")
         return at(t_arr)
     if t_arr.ndim != 1:
@@ -158,7 +161,7 @@ def gradient_flow_params(apply_fn: Callable, params0: PyTree, x, y, t, *, rcond:
     y2 = as_2d(jnp.asarray(y))
     if y2.shape != out.shape:
         raise ValueError(f"y must match the model outputs {out.shape}, got {jnp.shape(y)}.")
-    if jnp.ndim(t) != 0 or not (float(t) >= 0 or math.isinf(float(t))):
+    if jnp.ndim(t) != 0 or (not is_traced(t) and not float(t) >= 0):     # NaN and -inf fail too
         raise ValueError(f"t must be a single time >= 0 (or math.inf), got {t!r}.")
     kmat = kernel_matrix(empirical_ntk(apply_fn, params0, x, full=True))
     ev, vecs, cutoff = psd_eigh(kmat, rcond)

@@ -16,6 +16,7 @@ minimum-norm step ``J^+ r``: the limit of gradient flow on the linearised model
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -165,7 +166,8 @@ def tgn_step(apply_fn: Callable, params: PyTree, x, y, *, loss_fn: Callable,
     """
     check_damping(damping)
     num_steps = check_whole("num_steps", num_steps, 1)
-    if not is_traced(rtol) and (isinstance(rtol, (str, bytes, bool)) or not math.isfinite(rtol) or rtol < 0):
+    if not is_traced(rtol) and (isinstance(rtol, bool) or not isinstance(rtol, numbers.Real)
+                                or not math.isfinite(rtol) or rtol < 0):
         raise ValueError(f"rtol must be a finite number >= 0 (0: run all num_steps), got {rtol!r}.")
     objective = linearised_objective(apply_fn, loss_fn, damping)
     vg = linearised_value_and_grad(apply_fn, loss_fn, damping)

@@ -23,8 +23,9 @@ def _matched(outputs, targets):
         if not (jnp.issubdtype(a.dtype, jnp.integer) or jnp.issubdtype(a.dtype, jnp.floating)):
             raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}.")
     # integers are compared as floats: an int32 difference squared overflows past 46340
-    outputs, targets = (a if jnp.issubdtype(a.dtype, jnp.floating) else a.astype(jnp.result_type(float))
-                        for a in (outputs, targets))
+    floats = [a.dtype for a in (outputs, targets) if jnp.issubdtype(a.dtype, jnp.floating)]
+    to = floats[0] if floats else jnp.result_type(float)
+    outputs, targets = (a if jnp.issubdtype(a.dtype, jnp.floating) else a.astype(to) for a in (outputs, targets))
     if outputs.shape != targets.shape:
         if outputs.size != targets.size or outputs.shape[:1] != targets.shape[:1]:
             raise ValueError(

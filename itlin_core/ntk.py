@@ -94,8 +94,11 @@ def _visibly_coupled(apply_fn, params, x) -> bool:
         return False
     batch = as_2d(apply_fn(params, xs))
     alone = jax.vmap(_single(apply_fn), in_axes=(None, 0))(params, xs)
-    scale = float(jnp.max(jnp.abs(batch))) + 1e-30
-    return not bool(jnp.allclose(batch, alone, rtol=1e-4, atol=1e-4 * scale))
+    if isinstance(batch, jax.core.Tracer) or isinstance(alone, jax.core.Tracer):
+        return False                          # apply_fn closes over a traced value: not knowable here
+    finite = jnp.isfinite(batch)
+    scale = float(jnp.max(jnp.where(finite, jnp.abs(batch), 0.0))) + 1e-30
+    return not bool(jnp.allclose(batch, alone, rtol=1e-4, atol=1e-4 * scale, equal_nan=True))
 
 
 def _auto_method(coupled, params, x1, x2, o, memory):
@@ -203,7 +206,7 @@ def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, full: bool
             "method='jacobian', 'implicit' or 'auto'.")
     if method == "contraction":
         j2 = _per_example_jacobian(apply_fn, params, x2)
-        if same and (batch_size is None or batch_size >= jax.tree.leaves(x1)[0].shape[0]):
+        if same:                              # all Jacobians are in memory already: contract once
             blocks = _contract(j2, j2)
         else:
             blocks = _map_examples(lambda xc: _contract(_per_example_jacobian(apply_fn, params, xc), j2), x1,

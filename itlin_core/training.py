@@ -162,10 +162,11 @@ def _json_meta(meta) -> dict:
 
 
 def _nonfinite_runs(state, runs_shape) -> np.ndarray:
-    """Whether any floating-point leaf of ``state`` holds a non-finite value, per run: an array of
+    """Whether any floating-point leaf of ``state.params`` (of ``state`` when it has no ``params``;
+    an optimiser may hold a legitimate infinity) is non-finite, per run: an array of
     ``runs_shape`` (``()`` for one run; ``(R,)`` for a vmapped sweep, whose leaves lead with R)."""
     bad = jnp.zeros(runs_shape, bool)
-    for leaf in jax.tree.leaves(state):
+    for leaf in jax.tree.leaves(getattr(state, "params", state)):
         if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.inexact) and leaf.size:
             lead = leaf.shape[:len(runs_shape)] == tuple(runs_shape)
             flat = leaf.reshape(*runs_shape, -1) if lead else leaf.reshape(1, -1)

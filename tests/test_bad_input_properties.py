@@ -79,13 +79,13 @@ def test_il_step_settings(K, damping):
     def call():
         step = ic.make_il_step(MODEL.apply, ic.squared_error, OPT, K, damping=damping)
         return step(ic.init_il_state(PARAMS, OPT), (X, Y))[1]["loss"]
-    outcome(call, ["K", "damping"])
+    outcome(call, ["K (the relinearisation period)", "K as an array", "damping"])
 
 
 @SETTINGS
 @given(damping=scalars, lr=st.floats(-2, 2), y=arrays(2, 6))
 def test_gn_step_arguments(damping, lr, y):
-    outcome(lambda: ic.gn_step(MODEL.apply, PARAMS, X, y, lr=lr, damping=damping), ["damping", "y", "targets"])
+    outcome(lambda: ic.gn_step(MODEL.apply, PARAMS, X, y, lr=lr, damping=damping), ["damping", "targets y"], [y])
 
 
 @SETTINGS
@@ -95,7 +95,7 @@ def test_empirical_ntk_inputs(x1, x2):
         k = ic.empirical_ntk(MODEL.apply, PARAMS, x1, x2)
         assert k.shape == (x1.shape[0], (x1 if x2 is None else x2).shape[0])
         return k
-    outcome(call, ["x1", "x2", "x must"])
+    outcome(call, ["x1", "x2", "x must"], [x1, x2])
 
 
 @SETTINGS
@@ -103,7 +103,7 @@ def test_empirical_ntk_inputs(x1, x2):
 def test_gradient_flow_times_and_outputs(t, f0):
     n = f0.shape[0] if f0.ndim else 1
     outcome(lambda: ic.gradient_flow(jnp.eye(n), f0, jnp.ones_like(f0, dtype=jnp.float32), t),
-            ["t", "f0_train", "y_train", "ntk_train"], [f0])
+            ["t must", "time in t", "f0_train", "y_train", "ntk_train"], [f0])
 
 
 @SETTINGS
@@ -124,7 +124,7 @@ def test_regression_losses(outputs, targets):
 @given(batch_size=scalars, n_y=st.integers(0, 12))
 def test_minibatches(batch_size, n_y):
     x = jnp.arange(10.0)[:, None]
-    outcome(lambda: ic.minibatches(jax.random.key(0), x, jnp.arange(n_y), batch_size).fn, ["batch_size", "x", "y"])
+    outcome(lambda: ic.minibatches(jax.random.key(0), x, jnp.arange(n_y), batch_size).fn, ["batch_size", "same number of examples"])
 
 
 @SETTINGS

@@ -197,11 +197,13 @@ def _write_stand_in_once(dataset: str, root: Path, n_train: int, n_test: int) ->
     if root.exists() and not (root / "complete").exists():   # left by an interrupted older writer
         shutil.rmtree(root, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
-    ic.datasets.write_stand_in(dataset, tmp, n_train, n_test)
-    (tmp / "complete").touch()
     try:
+        ic.datasets.write_stand_in(dataset, tmp, n_train, n_test)
+        (tmp / "complete").touch()
         os.rename(tmp, root)
     except OSError:                                           # another process got there first
+        pass
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
