@@ -49,10 +49,17 @@ book: $(STAMP)
 # pytest's exit status is passed on unchanged (make itself then exits 2). If the
 # environment variable ITLIN_PYTEST_RC_FILE names a file, the exact status is also
 # written there (.ci/run uses this). Status 5 means pytest collected no tests.
+#
+# Every notebook runs twice in `make test`: once under nbval and once in the smoke book build
+# (tests/test_book_build.py). Both share one JAX persistent compilation cache, made fresh for
+# each run and removed afterwards, so whichever runs a notebook second reuses the compiled
+# programs of the first (about half of a notebook's time at smoke is compilation).
 test: $(STAMP)
-	@rc=0; \
+	@rc=0; jcache=$$(mktemp -d); \
+	JAX_COMPILATION_CACHE_DIR=$$jcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2 \
 	JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off ITLIN_SLIDERS=static \
 	  $(VENV_PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider -n auto --dist loadfile --no-loadscope-reorder --durations=15 || rc=$$?; \
+	rm -rf "$$jcache"; \
 	if [ -n "$${ITLIN_PYTEST_RC_FILE:-}" ]; then echo $$rc > "$$ITLIN_PYTEST_RC_FILE"; fi; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit status 5)." >&2; fi; \
 	exit $$rc

@@ -8,8 +8,9 @@ A flat public API over small modules, one idea each::
     d = ic.gn_direction(apply_fn, params, x, y, damping)  # J^T (J J^T + lambda I)^+ (f(x) - y)
     params = ic.gn_step(apply_fn, params, x, y, lr=1.0, damping=0.0)
     f_train_t, f_test_t = ic.gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train, f0_test)
-    state = ic.init_il_state(params, optimizer)           # ILState(params, anchor, opt_state, step)
+    state = ic.init_il_state(params, optimizer)           # ILState(params, anchor, opt_state, step, ...)
     step = ic.make_il_step(apply_fn, loss_fn, optimizer, K)   # step(state, (x, y)) -> (state, metrics)
+    step = ic.make_il_step(apply_fn, loss_fn, optimizer, ic.on_drift(0.1))   # or ic.geometric(K0, ratio)
     state, history = ic.train(step, state, ic.minibatches(key, x, y, 128), num_steps, eval_fn=..., eval_every=...)
 
 Conventions, stated once here and in the module docstrings:
@@ -19,7 +20,8 @@ Conventions, stated once here and in the module docstrings:
 * Gauss-Newton and the gradient flow use the papers' loss ``L = 1/2 ||f(X) - Y||^2``, a sum over
   examples and outputs, and time ``t`` in units of learning rate x steps (:mod:`itlin_core.losses`).
 * ``K = 1`` is exactly SGD; ``K = None`` (or ``math.inf``) never relinearises, which is training
-  the linearised (NTK) model. Softmax and cross-entropy stay outside the linearisation.
+  the linearised (NTK) model; rules (``ic.every``, ``ic.geometric``, ``ic.on_drift``) decide
+  adaptively (:mod:`itlin_core.relinearise`). Softmax and cross-entropy stay outside the linearisation.
 * Bad arguments raise ``ValueError`` (or ``TypeError``) with a sentence that names the argument,
   says what was wrong and what is allowed; training loops stop with a clear message on a
   non-finite loss instead of returning NaNs.
@@ -42,6 +44,7 @@ from .metrics import (feature_alignment, kernel_distance, linear_probe, min_norm
                       weighted_cosine_distance)
 from .models import FeatureModel, Model, count_params, lenet50, lenet50_features, mlp, resnet18, small_cnn
 from .ntk import empirical_ntk, flat_jacobian, kernel_matrix, max_ntk_eigenvalue
+from .relinearise import RelinRule, every, geometric, on_drift, relin_steps, stack_rules
 from .pipeline import (Batches, augment, augmented_minibatches, channel_stats, full_batch, minibatches, normalise,
                        random_crop, random_flip, split_microbatches)
 from .training import TrainingDiverged, train
@@ -56,6 +59,8 @@ __all__ = [
     # iterative linearisation
     "ILState", "init_il_state", "make_il_step", "make_il_sweep_step", "period_as_int", "replicate",
     "linearised_objective", "linearised_value_and_grad", "make_il_eval",
+    # when to relinearise (beyond a fixed K)
+    "RelinRule", "every", "geometric", "on_drift", "stack_rules", "relin_steps",
     # training loop, batches and checkpoints
     "train", "TrainingDiverged", "Batches", "full_batch", "minibatches", "augmented_minibatches",
     "split_microbatches", "Checkpoint", "save_checkpoint", "load_checkpoint",

@@ -127,41 +127,64 @@ def linearised_value_and_grad(apply_fn: Callable, loss_fn: Callable, damping=0.0
     example depends on the others in the batch (BatchNorm with batch statistics): each chunk
     would be normalised by its own statistics.
     """
+    vg = _value_grad(apply_fn, loss_fn, damping, microbatch, loss_reduction, drift=False)
+    return lambda params, anchor, x, y: vg(params, anchor, x, y)[:2]
+
+
+def _value_grad(apply_fn, loss_fn, damping, microbatch, loss_reduction, *, drift: bool):
+    """:func:`linearised_value_and_grad`, optionally with the drift's two squared norms.
+
+    Returns ``vg(params, anchor, x, y, check=True) -> (loss, grads, (gap2, change2))`` where, with
+    ``drift=True`` and ``check`` true, ``gap2 = ||f(params, x) - f_lin(params, x)||^2`` and
+    ``change2 = ||f(params, x) - f(anchor, x)||^2`` over the batch (one extra forward pass, in a
+    ``lax.cond`` on ``check`` so that an unbatched false ``check`` skips it); NaN otherwise.
+    """
     undamped = _number_damping(damping)
     microbatch = check_microbatch(microbatch)
     if loss_reduction not in ("mean", "sum"):
         raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}.")
 
-    def loss_and_grad(delta, anchor, x, y):
+    def sq(a, b):
+        return sum(jnp.sum(jnp.square(u - v)) for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+    def loss_and_grad(params, delta, anchor, x, y, check):
         f_s, f_jvp = jax.linearize(lambda p: apply_fn(p, x), anchor)
         outputs = jax.tree.map(jnp.add, f_s, f_jvp(delta))
         loss, g_out = jax.value_and_grad(lambda o: loss_fn(o, y))(outputs)
         (grads,) = jax.linear_transpose(f_jvp, delta)(g_out)
-        return loss, grads
+        if not drift:
+            return loss, grads, ()
+        dtype = jnp.result_type(loss)
 
-    def chunked(delta, anchor, x, y):
+        def measure():
+            f_net = apply_fn(params, x)
+            return jnp.stack([sq(f_net, outputs), sq(f_net, f_s)]).astype(dtype)
+
+        return loss, grads, jax.lax.cond(check, measure, lambda: jnp.full((2,), jnp.nan, dtype))
+
+    def chunked(params, delta, anchor, x, y, check):
         chunks = split_microbatches((x, y), microbatch)
 
         def body(acc, xy):
-            loss, grads = loss_and_grad(delta, anchor, *xy)
-            return (acc[0] + loss, jax.tree.map(jnp.add, acc[1], grads)), None
+            out = loss_and_grad(params, delta, anchor, *xy, check)
+            return jax.tree.map(jnp.add, acc, out), None
 
         first = jax.tree.map(lambda a: a[0], chunks)
-        shapes = jax.eval_shape(lambda xy: loss_and_grad(delta, anchor, *xy), first)
+        shapes = jax.eval_shape(lambda xy: loss_and_grad(params, delta, anchor, *xy, check), first)
         zero = jax.tree.map(lambda sd: jnp.zeros(sd.shape, sd.dtype), shapes)
-        (loss, grads), _ = jax.lax.scan(body, zero, chunks)
+        (loss, grads, norms), _ = jax.lax.scan(body, zero, chunks)
         if loss_reduction == "sum":
-            return loss, grads
+            return loss, grads, norms
         c = jax.tree.leaves(chunks)[0].shape[0]
-        return loss / c, jax.tree.map(lambda g: g / c, grads)
+        return loss / c, jax.tree.map(lambda g: g / c, grads), norms
 
-    def value_and_grad(params, anchor, x, y):
+    def value_and_grad(params, anchor, x, y, check=True):
         delta = tree_sub(params, anchor)
-        loss, grads = (loss_and_grad if microbatch is None else chunked)(delta, anchor, x, y)
+        loss, grads, norms = (loss_and_grad if microbatch is None else chunked)(params, delta, anchor, x, y, check)
         if not undamped:
             loss = loss + 0.5 * damping * tree_vdot(delta, delta)
             grads = jax.tree.map(lambda g, d: g + damping * d, grads, delta)
-        return loss, grads
+        return loss, grads, tuple(norms)
 
     return value_and_grad
 

@@ -112,7 +112,7 @@ def test_relinearised_metric_and_sweep_step_match_single_runs():
     params = MODEL.init(jax.random.PRNGKey(0))
     opt = optax.sgd(0.004)
     Ks = [1, 3, None]
-    sweep_step, periods = ic.make_il_sweep_step(MODEL.apply, ic.squared_error, opt, Ks)
+    sweep_step, _ = ic.make_il_sweep_step(MODEL.apply, ic.squared_error, opt, Ks)
     states = ic.replicate(ic.init_il_state(params, opt), len(Ks))
     sweep = jax.jit(sweep_step)
     flags = []

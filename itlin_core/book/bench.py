@@ -4,6 +4,7 @@ the fast against the generic Gauss-Newton step of the mean-field chapters.
     python -m itlin_core.book.bench [--batch 256] [--rounds 7] [--steps 5]
     python -m itlin_core.book.bench --mean-field [--n 500] [--width 5000] [--rounds 5] [--steps 3]
     python -m itlin_core.book.bench --ntk [--rounds 3]
+    python -m itlin_core.book.bench --rules [--batch 256] [--rounds 7] [--steps 5]
 
 Model: the LeNet-50 CNN of Goldwaser and Ge, App. C.2.1, on a batch of 32x32x3 inputs with softmax
 cross-entropy. Both steps are jitted; they are timed interleaved (SGD, IL, SGD, IL, ...) so
@@ -44,6 +45,29 @@ def make_steps(batch: int = 256, seed: int = 0):
 
     il = jax.jit(ic.make_il_step(model.apply, ic.softmax_cross_entropy, opt, K=10))
     return sgd_step, il, (params, opt.init(params)), ic.init_il_state(params, opt), (x, y), ic.count_params(params)
+
+
+#: The rules of ``--rules``, each timed against the fixed period K = 10 (same model and batch).
+RULES = {"every(10)": lambda: ic.every(10), "geometric(10, 2)": lambda: ic.geometric(10, 2.0),
+         "on_drift(0.1), drift_every=10": lambda: (ic.on_drift(0.1), 10),
+         "on_drift(0.1), drift_every=1": lambda: (ic.on_drift(0.1), 1)}
+
+
+def rules_bench(batch: int = 256, rounds: int = 7, steps: int = 5, seed: int = 0) -> dict:
+    """Median seconds per LeNet-50 IL step with each relinearisation rule of :data:`RULES` and with
+    the integer period K = 10, timed interleaved in one run; ``{name: seconds}``."""
+    model = ic.lenet50()
+    params = model.init(jax.random.key(seed))
+    kx, ky = jax.random.split(jax.random.key(seed + 1))
+    b = (jax.random.normal(kx, (batch, 32, 32, 3)), jax.random.randint(ky, (batch,), 0, 10))
+    opt = optax.sgd(1e-3)
+    fns = {"K=10": jax.jit(ic.make_il_step(model.apply, ic.softmax_cross_entropy, opt, K=10))}
+    for name, make in RULES.items():
+        rule = make()
+        rule, every = rule if isinstance(rule, tuple) else (rule, 1)
+        fns[name] = jax.jit(ic.make_il_step(model.apply, ic.softmax_cross_entropy, opt, rule, drift_every=every))
+    times = interleaved(fns, {k: ic.init_il_state(params, opt) for k in fns}, b, rounds, steps)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def time_steps(fn, carry, b, n):
@@ -139,6 +163,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=5, help="steps per timed block")
     ap.add_argument("--mean-field", action="store_true", help="time the GN steps of the mean-field chapters")
     ap.add_argument("--ntk", action="store_true", help="time every method of ic.empirical_ntk")
+    ap.add_argument("--rules", action="store_true", help="time the relinearisation rules against K = 10")
     ap.add_argument("--n", type=int, default=500, help="--mean-field: training-set size")
     ap.add_argument("--width", type=int, default=5000, help="--mean-field: hidden units")
     args = ap.parse_args(argv)
@@ -151,6 +176,13 @@ def main(argv=None):
             print(f"{label} (P = {row['P']:,}): " + ", ".join(
                 f"{k} {v * 1e3:.1f}" for k, v in row.items() if k != "P") + f"; auto / fastest = {row['auto'] / best:.2f}")
         return res
+    if args.rules:
+        t = rules_bench(args.batch, args.rounds, args.steps)
+        print(f"LeNet-50 IL step, batch {args.batch} x 32x32x3, median ms, interleaved {args.rounds} x {args.steps}")
+        print(_device_line())
+        for k, v in t.items():
+            print(f"{k}: {v * 1e3:.1f} ms   / K=10 step = {v / t['K=10']:.3f}")
+        return t
     if args.mean_field:
         t = mean_field_bench(args.n, args.width, rounds=min(args.rounds, 5), steps=min(args.steps, 3))
         print(f"Mean-field GN step (Arbel et al.), N = {args.n}, M = {args.width}, d = 10, float64")

@@ -1,0 +1,209 @@
+r"""When to refresh the features: relinearisation rules, fixed, geometric or drift-triggered.
+
+Goldwaser and Ge study a fixed period ``K`` and leave adaptive periods to future work (§6.1):
+the empirical NTK moves fastest early in training (Fort et al., 2020), so a fixed period spends
+feature updates where they are least needed. A *rule* decides, inside the compiled step, whether
+the next step uses fresh features. Three rules:
+
+* :func:`every` ``(K)``: relinearise at steps ``0, K, 2K, ...`` (an integer ``K`` given to
+  :func:`itlin_core.make_il_step` means ``every(K)``);
+* :func:`geometric` ``(K0, ratio)``: the ``j``-th period lasts ``round(K0 * ratio**j)`` steps, so
+  updates are dense early and sparse late (``geometric(K, 1)`` is ``every(K)``);
+* :func:`on_drift` ``(tol)``: relinearise after a step at which the linear proxy has drifted
+  from the network by at least ``tol``, measured by
+
+  .. math:: d_t = \frac{\|f(\theta_t, X) - f^{\mathrm{lin}}_s(\theta_t, X)\|}
+                       {\|f(\theta_t, X) - f(\theta_s, X)\|},
+
+  Frobenius norms over the outputs of the step's batch ``X``. ``d_t`` is the part of the
+  network's change since the last refresh that the linear model gets wrong, as a fraction of
+  that change: 0 while the network is still linear in its parameters (the lazy regime), near 1
+  when the proxy explains nothing of the change. It is 0 right after a refresh, where
+  ``theta_t = theta_s``.
+
+Convention: a rule is a :class:`RelinRule` of arrays ``(period, ratio, tol)``, and the next step
+relinearises when the current period (``period * ratio**j`` for the ``j``-th) has elapsed *or*
+``d_t >= tol``: ``every(K) = (K, 1, inf)``, ``geometric(K0, r) = (K0, r, inf)``,
+``on_drift(tol) = (never, 1, tol)``, and ``on_drift(tol, max_period=K)`` combines the two.
+Because a rule is arrays, rules of different kinds stack (:func:`stack_rules`) and one ``vmap``
+runs them side by side; the decision is a ``jnp.where`` on these arrays, no Python per step.
+
+Cost: ``every`` and ``geometric`` cost a few integer operations. ``on_drift`` needs the network's
+outputs at the current parameters, which an IL step does not otherwise compute: one extra
+forward pass (the proxy's outputs and ``f(theta_s, X)`` come from the step's own linearisation).
+With ``drift_every=m`` (an argument of :func:`itlin_core.make_il_step`) the drift is measured
+only at every ``m``-th step, in a ``lax.cond`` that skips the forward pass in between, so the
+overhead falls to one forward pass per ``m`` steps.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._validate import K_NEVER, check_period, is_traced
+
+# Periods at or beyond this (from ratio**j growing) mean "never": 2**30 steps is out of reach,
+# and float32 holds it exactly, so the cast to int32 cannot overflow.
+_FAR = 2.0 ** 30
+
+
+class RelinRule(NamedTuple):
+    """A relinearisation rule (a pytree of arrays; stacked rules vmap).
+
+    Attributes:
+      period: int32, the length of the first period in steps (``K_NEVER``: no schedule).
+      ratio: float32 >= 1, each period is ``ratio`` times the previous one (1: fixed period).
+      tol: float32 >= 0, relinearise after a step whose drift ``d_t >= tol`` (``inf``: never).
+    """
+
+    period: jax.Array
+    ratio: jax.Array
+    tol: jax.Array
+
+
+def _real(name, value, *, low, allow_inf):
+    if is_traced(value):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.ndarray, jax.Array)) \
+            or np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a real number, got {value!r}.")
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(f"{name} must be a number, got NaN.")
+    if value < low or (math.isinf(value) and not allow_inf):
+        allowed = f"a number >= {low:g}" + (" (math.inf allowed)" if allow_inf else ", finite")
+        raise ValueError(f"{name} must be {allowed}, got {value!r}.")
+    return value
+
+
+def _rule(period, ratio, tol) -> RelinRule:
+    return RelinRule(period=jnp.asarray(period, jnp.int32), ratio=jnp.asarray(ratio, jnp.float32),
+                     tol=jnp.asarray(tol, jnp.float32))
+
+
+def every(K) -> RelinRule:
+    """Relinearise every ``K`` steps (steps 0, K, 2K, ...): Goldwaser and Ge's fixed period.
+
+    ``K`` as for :func:`itlin_core.make_il_step`: a positive whole number, ``None`` or ``math.inf``
+    (never). ``every(1)`` is gradient descent.
+
+    >>> import itlin_core as ic
+    >>> ic.every(10).period.item(), ic.every(None).period.item() == ic.every(float("inf")).period.item()
+    (10, True)
+    """
+    return _rule(check_period(K), 1.0, math.inf)
+
+
+def geometric(K0, ratio) -> RelinRule:
+    """Geometrically growing periods: ``K0, K0*ratio, K0*ratio**2, ...`` (each rounded to whole steps).
+
+    Feature updates are dense early in training, where the empirical NTK moves fastest, and sparse
+    late. ``ratio = 1`` is :func:`every` ``(K0)``. A period that would reach 2**30 steps means never.
+
+    Raises:
+      ValueError: ``K0`` is not a positive whole number, or ``ratio`` is below 1, infinite or NaN.
+
+    >>> import itlin_core as ic
+    >>> ic.relin_steps(ic.geometric(2, 2.0), 40)
+    [0, 2, 6, 14, 30]
+    """
+    K0 = check_period(K0)
+    if not is_traced(K0) and K0 == K_NEVER:
+        raise ValueError("K0 (the first period of geometric) must be a finite whole number of steps, got never "
+                         "(None or math.inf); use ic.every(None) to never relinearise.")
+    ratio = _real("ratio (the growth of geometric's periods)", ratio, low=1.0, allow_inf=False)
+    # beyond 2**30 the second period is already "never"; clipping keeps it inside float32
+    return _rule(K0, ratio if is_traced(ratio) else min(ratio, _FAR), math.inf)
+
+
+def on_drift(tol, *, max_period=None) -> RelinRule:
+    r"""Relinearise after a step at which the drift ``d_t`` (module docstring) is at least ``tol``.
+
+    ``on_drift(0)`` relinearises at every step (gradient descent); ``on_drift(math.inf)`` never
+    (the linearised model). ``max_period=K`` also relinearises at the latest ``K`` steps after the
+    previous update (a fixed period as a safety net).
+
+    Raises:
+      ValueError: ``tol`` is negative or NaN, or ``max_period`` is not a valid period.
+
+    >>> import itlin_core as ic
+    >>> float(ic.on_drift(0.1).tol)
+    0.10000000149011612
+    """
+    tol = _real("tol (the drift threshold of on_drift)", tol, low=0.0, allow_inf=True)
+    if not is_traced(tol) and tol > np.finfo(np.float32).max:
+        tol = math.inf          # no drift reaches it: beyond float32, say so exactly
+    return _rule(check_period(max_period), 1.0, tol)
+
+
+def as_rule(K) -> RelinRule:
+    """A rule from what ``make_il_step`` accepts as ``K``: a :class:`RelinRule`, or a period (``every``)."""
+    if isinstance(K, RelinRule):
+        return K
+    if isinstance(K, jax.Array) or is_traced(K):   # an int32 period array (period_as_int)
+        K = check_period(K)
+        return RelinRule(period=K, ratio=jnp.ones(jnp.shape(K), jnp.float32),
+                         tol=jnp.full(jnp.shape(K), jnp.inf, jnp.float32))
+    return every(K)
+
+
+def stack_rules(rules: Sequence) -> RelinRule:
+    """Stack rules (or periods, meaning :func:`every`) along a leading run axis, for a vmapped sweep."""
+    rules = [as_rule(r) for r in rules]
+    if not rules:
+        raise ValueError("stack_rules needs at least one rule, got an empty sequence.")
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *rules)
+
+
+def uses_drift(rule: RelinRule) -> bool:
+    """Whether any run of ``rule`` can be triggered by drift (``tol`` not all infinite); True when traced."""
+    if is_traced(rule.tol):
+        return True
+    return bool(np.any(np.isfinite(np.asarray(rule.tol))))
+
+
+def period_length(rule: RelinRule, j) -> jax.Array:
+    """Length (int32 steps) of the ``j``-th period of ``rule`` (``j = 0`` the first)."""
+    grown = rule.period.astype(jnp.float32) * rule.ratio ** jnp.asarray(j, jnp.float32)
+    grown = jnp.where(grown >= _FAR, K_NEVER, jnp.round(jnp.minimum(grown, _FAR)).astype(jnp.int32))
+    never = rule.period >= K_NEVER
+    return jnp.where((rule.ratio == 1) | never, rule.period, jnp.maximum(grown, 1))
+
+
+def relinearise_next(rule: RelinRule, step, last, index, drift) -> jax.Array:
+    """Whether step ``step + 1`` relinearises (bool): the ``index``-th period, begun at ``last``,
+    has elapsed, or the drift measured at ``step`` reached ``tol`` (NaN drift never triggers)."""
+    scheduled = (step + 1 - last) >= period_length(rule, index)
+    triggered = jnp.isfinite(rule.tol) & (drift >= rule.tol)
+    return scheduled | triggered
+
+
+def relin_steps(rule: RelinRule, steps: int) -> list:
+    """The steps below ``steps`` at which a schedule-only rule relinearises (no drift; for plots/tests).
+
+    >>> import itlin_core as ic
+    >>> ic.relin_steps(ic.every(3), 10)
+    [0, 3, 6, 9]
+    """
+    out, last, j = [0], 0, 0
+    for t in range(steps - 1):
+        if bool(relinearise_next(rule, t, last, j, jnp.nan)):
+            out.append(t + 1)
+            last, j = t + 1, j + 1
+    return out
+
+
+def drift_ratio(squared_gap, squared_change) -> jax.Array:
+    """``d_t`` from ``||f - f_lin||^2`` and ``||f - f_s||^2``: 0 when nothing moved, inf when only the
+    proxy is wrong (a change of zero with a nonzero gap)."""
+    return jnp.where(squared_gap == 0, 0.0, jnp.sqrt(squared_gap) / jnp.sqrt(squared_change))
+
+
+__all__ = ["RelinRule", "every", "geometric", "on_drift", "as_rule", "stack_rules", "uses_drift",
+           "period_length", "relinearise_next", "relin_steps", "drift_ratio"]

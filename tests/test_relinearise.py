@@ -1,0 +1,187 @@
+"""Relinearisation rules (itlin_core.relinearise): the equivalences with fixed periods, the
+geometric schedule against a direct count, the drift against an explicit linearisation, the
+sweep of mixed rules against single runs, and the argument checks."""
+
+import math
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import itlin_core as ic
+
+MODEL = ic.mlp([2, 24, 24, 1], "tanh")
+CE_MODEL = ic.mlp([2, 24, 24, 2], "tanh")
+X = jax.random.normal(jax.random.PRNGKey(1), (16, 2))
+Y = jnp.sin(2 * X[:, :1]) * X[:, 1:]
+PROBLEMS = {
+    "squared_error": (MODEL, ic.squared_error, Y),
+    "cross_entropy": (CE_MODEL, ic.softmax_cross_entropy, (Y[:, 0] > 0).astype(jnp.int32)),
+}
+OPTIMIZERS = {"sgd": lambda: optax.sgd(0.004), "adam": lambda: optax.adam(3e-3)}
+STEPS = 24
+
+
+def trajectory(problem, opt_name, K, steps=STEPS, **kwargs):
+    model, loss_fn, y = PROBLEMS[problem]
+    opt = OPTIMIZERS[opt_name]()
+    step = jax.jit(ic.make_il_step(model.apply, loss_fn, opt, K, **kwargs))
+    state, metrics = ic.init_il_state(model.init(jax.random.PRNGKey(0)), opt), []
+    for _ in range(steps):
+        state, m = step(state, (X, y))
+        metrics.append(jax.tree.map(np.asarray, m))
+    return state, metrics
+
+
+def assert_same_params(a, b):
+    for u, v in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params)):
+        np.testing.assert_array_equal(u, v)
+
+
+@pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+@pytest.mark.parametrize("rule, K", [
+    (ic.every(1), 1), (ic.on_drift(0.0), 1),             # relinearising at every step is the optimiser itself
+    (ic.every(5), 5), (ic.geometric(5, 1.0), 5),          # a ratio of 1 is a fixed period
+    (ic.on_drift(math.inf), None), (ic.every(None), None),  # never: the linearised model
+])
+def test_rules_that_are_fixed_periods_give_the_same_training(problem, opt_name, rule, K):
+    by_rule, m_rule = trajectory(problem, opt_name, rule)
+    by_K, m_K = trajectory(problem, opt_name, K)
+    assert_same_params(by_rule, by_K)
+    np.testing.assert_array_equal([m["relinearised"] for m in m_rule], [m["relinearised"] for m in m_K])
+    assert int(by_rule.updates) == {1: STEPS, 5: STEPS // 5 + 1, None: 1}[K]
+
+
+@pytest.mark.parametrize("K0, ratio", [(1, 2.0), (2, 1.5), (3, 3.0), (4, 1.0)])
+def test_geometric_schedule_matches_a_direct_count(K0, ratio):
+    """Periods round(K0 * ratio**j): relinearise at 0, P0, P0 + P1, ... and nowhere else."""
+    expected, s, j = [], 0, 0
+    while s < 60:
+        expected.append(s)
+        s += max(1, round(K0 * ratio ** j))
+        j += 1
+    assert ic.relin_steps(ic.geometric(K0, ratio), 60) == expected
+    state, metrics = trajectory("squared_error", "sgd", ic.geometric(K0, ratio), steps=60)
+    assert [t for t, m in enumerate(metrics) if m["relinearised"]] == expected
+    assert int(state.updates) == len(expected)
+
+
+def test_geometric_periods_that_outgrow_int32_mean_never():
+    rule = ic.geometric(10, 1e3)
+    lengths = [int(ic.relinearise.period_length(rule, j)) for j in range(6)]
+    assert lengths[:3] == [10, 10_000, 10_000_000]
+    assert lengths[4:] == [np.iinfo(np.int32).max] * 2
+
+
+@pytest.mark.parametrize("microbatch", [None, 4])
+def test_drift_is_the_relative_gap_of_the_proxy_measured_directly(microbatch):
+    """d_t = ||f(theta_t) - f_lin_s(theta_t)|| / ||f(theta_t) - f(theta_s)|| on the step's batch,
+    against ic.linearise and the network evaluated outside the step."""
+    model, loss_fn, y = PROBLEMS["squared_error"]
+    opt = optax.sgd(0.01)
+    step = jax.jit(ic.make_il_step(model.apply, loss_fn, opt, ic.on_drift(0.02), microbatch=microbatch,
+                                   loss_reduction="sum"))
+    state = ic.init_il_state(model.init(jax.random.PRNGKey(0)), opt)
+    seen = []
+    for t in range(20):
+        f, f_s = model.apply(state.params, X), model.apply(state.anchor, X)
+        f_lin = ic.linearise(model.apply, state.anchor)(state.params, X)
+        direct = 0.0 if t == int(state.last_relin) else float(jnp.linalg.norm(f - f_lin) / jnp.linalg.norm(f - f_s))
+        new, m = step(state, (X, y))
+        np.testing.assert_allclose(float(m["drift"]), direct, rtol=1e-6, atol=1e-12)
+        # the next step relinearises exactly when this drift reached the threshold
+        assert bool(new.last_relin == t + 1) == (direct >= 0.02), t
+        seen.append(direct >= 0.02)
+        state = new
+    assert any(seen) and not all(seen), "the threshold should be crossed at some steps and not at others"
+
+
+def test_drift_every_measures_only_at_multiples_and_triggers_only_there():
+    state, metrics = trajectory("squared_error", "sgd", ic.on_drift(0.0), drift_every=3)
+    drifts = np.array([m["drift"] for m in metrics])
+    measured = np.arange(STEPS) % 3 == 0
+    assert np.all(np.isnan(drifts[~measured])) and np.all(np.isfinite(drifts[measured]))
+    relin = [t for t, m in enumerate(metrics) if m["relinearised"]]
+    assert relin == [0] + [t + 1 for t in range(STEPS - 1) if t % 3 == 0]
+    assert int(state.updates) == len(relin)
+
+
+def test_on_drift_with_a_max_period_relinearises_by_the_period_at_the_latest():
+    _, metrics = trajectory("squared_error", "sgd", ic.on_drift(math.inf, max_period=4))
+    assert [t for t, m in enumerate(metrics) if m["relinearised"]] == list(range(0, STEPS, 4))
+
+
+def test_a_sweep_of_mixed_rules_matches_single_runs():
+    model, loss_fn, y = PROBLEMS["squared_error"]
+    opt = optax.sgd(0.01)
+    Ks = [1, 5, None, ic.geometric(2, 2.0), ic.on_drift(0.02), ic.on_drift(0.05, max_period=6)]
+    step, rules = ic.make_il_sweep_step(model.apply, loss_fn, opt, Ks)
+    assert step.run_labels == ["K=1", "K=5", "K=never", "geometric(2, 2)", "on_drift(0.02)",
+                               "on_drift(0.05), max_period=6"]
+    assert rules.period.shape == (6,)
+    params = model.init(jax.random.PRNGKey(0))
+    states = ic.replicate(ic.init_il_state(params, opt), len(Ks))
+    sweep = jax.jit(step)
+    for _ in range(STEPS):
+        states, m = sweep(states, (X, y))
+    for i, K in enumerate(Ks):
+        single = ic.init_il_state(params, opt)
+        one = jax.jit(ic.make_il_step(model.apply, loss_fn, opt, K))
+        for _ in range(STEPS):
+            single, _ = one(single, (X, y))
+        assert int(states.updates[i]) == int(single.updates), Ks[i]
+        for a, b in zip(jax.tree.leaves(states.params), jax.tree.leaves(single.params)):
+            np.testing.assert_allclose(a[i], b, rtol=1e-9, atol=1e-12)
+
+
+def test_a_sweep_with_drift_every_skips_the_measurement_between_checks():
+    model, loss_fn, y = PROBLEMS["squared_error"]
+    opt = optax.sgd(0.01)
+    step, _ = ic.make_il_sweep_step(model.apply, loss_fn, opt, [3, ic.on_drift(0.0)], drift_every=4)
+    states = ic.replicate(ic.init_il_state(model.init(jax.random.PRNGKey(0)), opt), 2)
+    drifts = []
+    for _ in range(9):
+        states, m = jax.jit(step)(states, (X, y))
+        drifts.append(np.asarray(m["drift"]))
+    drifts = np.array(drifts)
+    assert np.all(np.isfinite(drifts[[0, 4, 8]])) and np.all(np.isnan(np.delete(drifts, [0, 4, 8], axis=0)))
+    # in the jaxpr, the extra forward pass sits in a cond whose predicate is not batched over runs
+    jaxpr = str(jax.make_jaxpr(step)(states, (X, y)))
+    assert "cond[" in jaxpr
+
+
+@pytest.mark.parametrize("call, phrase", [
+    (lambda: ic.geometric(0, 2.0), "K (the relinearisation period) must be at least 1"),
+    (lambda: ic.geometric(None, 2.0), "K0 (the first period of geometric) must be a finite"),
+    (lambda: ic.geometric(3, 0.5), "ratio (the growth of geometric's periods) must be a number >= 1"),
+    (lambda: ic.geometric(3, math.nan), "ratio (the growth of geometric's periods) must be a number, got NaN"),
+    (lambda: ic.geometric(3, math.inf), "must be a number >= 1, finite"),
+    (lambda: ic.geometric(3, "2"), "must be a real number"),
+    (lambda: ic.on_drift(-0.1), "tol (the drift threshold of on_drift) must be a number >= 0"),
+    (lambda: ic.on_drift(math.nan), "tol (the drift threshold of on_drift) must be a number, got NaN"),
+    (lambda: ic.on_drift(0.1, max_period=0), "must be at least 1"),
+    (lambda: ic.make_il_step(MODEL.apply, ic.squared_error, optax.sgd(0.1), ic.on_drift(0.1), drift_every=0),
+     "drift_every"),
+    (lambda: ic.make_il_sweep_step(MODEL.apply, ic.squared_error, optax.sgd(0.1), []), "at least one rule"),
+])
+def test_bad_rules_raise_a_sentence_that_names_the_argument(call, phrase):
+    with pytest.raises(ValueError, match=re.escape(phrase)):
+        call()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 5), st.text(max_size=3),
+                 st.none()))
+def test_any_tolerance_is_accepted_or_refused_with_a_value_error(tol):
+    ok = isinstance(tol, (int, float)) and not isinstance(tol, bool) and not math.isnan(tol) and tol >= 0
+    if ok:
+        expected = math.inf if tol > np.finfo(np.float32).max else float(np.float32(tol))
+        assert float(ic.on_drift(tol).tol) == pytest.approx(expected)
+    else:
+        with pytest.raises(ValueError, match="tol"):
+            ic.on_drift(tol)
