@@ -185,17 +185,21 @@ def relinearise_next(rule: RelinRule, step, last, index, drift) -> jax.Array:
 
 
 def relin_steps(rule: RelinRule, steps: int) -> list:
-    """The steps below ``steps`` at which a schedule-only rule relinearises (no drift; for plots/tests).
+    """The steps below ``steps`` at which a rule's schedule relinearises, ignoring drift (for
+    plots, exercises and tests). Uses :func:`period_length`, so it is the compiled step's schedule.
 
     >>> import itlin_core as ic
     >>> ic.relin_steps(ic.every(3), 10)
     [0, 3, 6, 9]
     """
-    out, last, j = [0], 0, 0
-    for t in range(steps - 1):
-        if bool(relinearise_next(rule, t, last, j, jnp.nan)):
-            out.append(t + 1)
-            last, j = t + 1, j + 1
+    out, start, j, block = [], 0, 0, 1024
+    while start < steps:
+        lengths = np.asarray(period_length(rule, jnp.arange(j, j + block))).astype(np.int64)
+        starts = start + np.concatenate([[0], np.cumsum(lengths)])
+        out.extend(int(t) for t in starts[:-1] if t < steps)
+        if lengths[-1] >= K_NEVER:
+            break
+        start, j, block = int(starts[-1]), j + block, min(4 * block, 1 << 20)
     return out
 
 

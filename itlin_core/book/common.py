@@ -70,4 +70,22 @@ def proxy_outputs(apply_fn, states, x):
     return jax.jit(jax.vmap(one))(states)
 
 
-__all__ = ["PRESETS", "get_preset", "per_preset", "k_label", "feature_updates", "proxy_outputs"]
+def glue(name: str, value, *, markdown: bool = False):
+    """Store ``value`` under ``name`` for the chapter's prose without showing it (myst-nb's
+    ``glue``): ``{glue:text}`name:.3f``` pastes a number, ``{glue:md}`name``` a sentence glued with
+    ``markdown=True`` (as ``text/markdown``, so it carries no quotes). So the rendered text always
+    matches the run at the preset it was built with. Where myst-nb is not installed (Colab), the
+    value is not stored anywhere and nothing happens. Returns ``value``."""
+    try:
+        from myst_nb import glue as _glue
+    except ImportError:
+        return value
+    if markdown:
+        from IPython.display import Markdown
+        _glue(name, Markdown(str(value)), display=False)
+    else:
+        _glue(name, value, display=False)
+    return value
+
+
+__all__ = ["PRESETS", "get_preset", "per_preset", "k_label", "feature_updates", "proxy_outputs", "glue"]
