@@ -200,6 +200,10 @@ def channel_stats(images):
     sq = np.zeros(images.shape[-1])
     for start in range(0, images.shape[0], 1000):
         sq += ((images[start:start + 1000] / scale - mean) ** 2).sum(axis=(0, 1, 2))
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(sq))):
+        raise ValueError(f"images must hold finite pixel values whose squares fit in float64 (pixels on a 0-255 or "
+                         f"0-1 scale), got a largest magnitude of {float(np.max(np.abs(images))):.3g}; "
+                         "their channel statistics would not be finite.")
     return mean, np.sqrt(sq / count)
 
 

@@ -80,6 +80,8 @@ def glue(name: str, value, *, markdown: bool = False):
         from myst_nb import glue as _glue
     except ImportError:
         return value
+    if isinstance(value, np.generic):
+        value = value.item()   # np.float64(0.5) would paste as its repr, which no format spec reads
     if markdown:
         from IPython.display import Markdown
         _glue(name, Markdown(str(value)), display=False)
