@@ -182,3 +182,18 @@ def test_refit_test_loss_is_numpy_refit():
     v = np.linalg.pinv(phi) @ y                      # min-norm least squares
     want = 0.5 * np.mean((phi_t @ v - y_t) ** 2)
     assert float(ic.refit_test_loss(phi, y, phi_t, y_t)) == pytest.approx(want, rel=1e-9)
+
+
+def test_a_run_in_a_group_is_the_run_alone():
+    """Runs that finish early leave the batch (it shrinks and recompiles); that changes none of the
+    other runs: each run of a group equals the same run trained alone."""
+    cfg = dataclasses.replace(SMALL, stop_loss=1e-4, gn_iterations=80, n_evals=8)
+    tau0s, lrs = [1.0, 1.0, 1.0, 0.5], [12.0, 6.0, 0.3, 0.1]
+    group = ex.run_teacher_student(cfg, "gn", tau0s, lrs, progress="off")
+    assert group["stopped_at"].min() < cfg.gn_iterations        # some runs do finish early
+    for i, (t, lr) in enumerate(zip(tau0s, lrs)):
+        alone = ex.run_teacher_student(cfg, "gn", [t], [lr], progress="off")
+        assert alone["stopped_at"][0] == group["stopped_at"][i]
+        for key in ("train_loss", "test_loss", "lrfit"):
+            n = min(len(alone["iters"]), len(group["iters"]))
+            np.testing.assert_allclose(group[key][:n, i], alone[key][:n, 0], rtol=1e-9, atol=1e-13)

@@ -185,3 +185,12 @@ def test_any_tolerance_is_accepted_or_refused_with_a_value_error(tol):
     else:
         with pytest.raises(ValueError, match="tol"):
             ic.on_drift(tol)
+
+
+def test_rules_bench_times_every_rule_against_fixed_k():
+    """``bench --rules`` builds and times every rule (it once crashed on a rule being a tuple)."""
+    from itlin_core.book import bench
+
+    t = bench.rules_bench(batch=8, rounds=1, steps=1, model=ic.mlp([6, 8, 10]), input_shape=(6,))
+    assert set(t) == {"K=10", *bench.RULES, *(f"{k} / K=10" for k in bench.RULES)}
+    assert all(np.isfinite(v) and v > 0 for v in t.values())
