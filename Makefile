@@ -18,6 +18,9 @@ BUILD_DIR    := _build
 # sources, the recorded results or the pinned requirements change (see `book` below).
 JCACHE       := $(BUILD_DIR)/.jupyter_cache
 CACHE_KEY    := $(BUILD_DIR)/.itlin_cache_key
+# Notebooks executed at once by `make book` (itlin_core.book.execution fills the cache above
+# before Jupyter Book renders; a notebook it could not run is executed again by the build).
+JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: venv book test clean
 
@@ -41,6 +44,8 @@ book: $(STAMP)
 	fi; \
 	echo "$$key" > $(CACHE_KEY)
 	JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
+	  $(VENV_PY) -m itlin_core.book.execution --jobs $(JOBS) --cache $(JCACHE)
+	JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
 	  $(VENV)/bin/jupyter-book build . --all
 	@echo
 	@echo "Book built (ITLIN_PRESET=$(ITLIN_PRESET)): $(CURDIR)/$(BUILD_DIR)/html/index.html"
@@ -50,16 +55,18 @@ book: $(STAMP)
 # environment variable ITLIN_PYTEST_RC_FILE names a file, the exact status is also
 # written there (.ci/run uses this). Status 5 means pytest collected no tests.
 #
-# Every notebook runs twice in `make test`: once under nbval and once in the smoke book build
-# (tests/test_book_build.py). Both share one JAX persistent compilation cache, made fresh for
-# each run and removed afterwards, so whichever runs a notebook second reuses the compiled
-# programs of the first (about half of a notebook's time at smoke is compilation).
+# Every notebook is executed once in `make test`, by nbval: conftest.py (repository root) stores
+# each notebook nbval has run without a failure in the execution cache of the smoke book build
+# (ITLIN_TEST_BOOK_DIR, a fresh folder removed afterwards), and that build
+# (tests/test_book_build.py, ordered last by tests/conftest.py) renders them from there and
+# executes only a notebook that is missing. A JAX persistent compilation cache, also fresh and
+# removed afterwards, lets such a second execution reuse the compiled programs of the first.
 test: $(STAMP)
-	@rc=0; jcache=$$(mktemp -d); \
-	JAX_COMPILATION_CACHE_DIR=$$jcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2 \
+	@rc=0; jcache=$$(mktemp -d); bookdir=$$(mktemp -d); \
+	JAX_COMPILATION_CACHE_DIR=$$jcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2 ITLIN_TEST_BOOK_DIR=$$bookdir \
 	JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off ITLIN_SLIDERS=static \
 	  $(VENV_PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider -n auto --dist loadfile --no-loadscope-reorder --durations=15 || rc=$$?; \
-	rm -rf "$$jcache"; \
+	rm -rf "$$jcache" "$$bookdir"; \
 	if [ -n "$${ITLIN_PYTEST_RC_FILE:-}" ]; then echo $$rc > "$$ITLIN_PYTEST_RC_FILE"; fi; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit status 5)." >&2; fi; \
 	exit $$rc

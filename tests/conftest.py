@@ -12,7 +12,14 @@ jax.config.update("jax_enable_x64", True)
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The whole-book build (tests/test_book_build.py) is the longest file by far: run it first, so
-    that under pytest-xdist (`make test` runs `-n auto --dist loadfile`) one worker builds the book
-    while the others take every other file, instead of the build starting last."""
-    items.sort(key=lambda item: 0 if item.nodeid.startswith("tests/test_book_build.py") else 1)
+    """The notebooks (nbval) run first, the unit tests next and the whole-book build
+    (tests/test_book_build.py) last: under ``make test`` nbval hands each notebook it has executed
+    to that build (``conftest.py`` at the repository root), which then only renders them. Under
+    pytest-xdist (``-n auto --dist loadfile``) the build starts when every other file has been
+    handed out."""
+    def rank(item):
+        if item.nodeid.startswith("tests/test_book_build.py"):
+            return 2
+        return 0 if item.nodeid.endswith(".ipynb") or ".ipynb::" in item.nodeid else 1
+
+    items.sort(key=rank)

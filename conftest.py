@@ -1,0 +1,84 @@
+"""Pins each pytest-xdist worker to its own CPU cores, and hands each notebook that nbval has
+executed to the smoke book build, so that ``make test`` executes every notebook once instead of
+twice.
+
+When ``$ITLIN_TEST_BOOK_DIR`` is set (``make test`` sets it), this plugin collects the outputs of
+every cell nbval runs; once all code cells of a notebook have passed, it stores the executed
+notebook in the execution cache of the smoke book build (``$ITLIN_TEST_BOOK_DIR/_build/
+.jupyter_cache``, see ``itlin_core.book.execution.cache_executed``). The build
+(``tests/test_book_build.py``, run after the notebooks) then renders those notebooks from the cache
+and executes only the ones that are missing. A notebook with a failing or skipped cell is not
+cached (nbval reports it). Without the variable nothing is cached and the build executes all.
+"""
+
+import os
+import pathlib
+
+import pytest
+
+
+def pytest_configure(config):
+    """Under pytest-xdist each worker keeps to its own CPU cores (and so do the notebook kernels and
+    book builds it starts): XLA sizes its thread pool to the whole machine, and two workers that
+    both run it on every core slow each other down far more than sharing the cores would
+    (``itlin_core.book.execution.core_share`` gives the measurement)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
+        from itlin_core.book.execution import core_share, pin_to
+
+        pin_to(core_share(int(worker[2:]), int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
+_cells = {}     # notebook path -> {cell index: outputs or None (failed/skipped)}
+_seconds = {}   # notebook path -> seconds spent in its cells
+
+
+def _nbval_cell(item):
+    return type(item).__name__ == "IPyNbCell" and hasattr(item, "test_outputs")
+
+
+def _as_output(out):
+    """An nbval output (a NotebookNode with output_type set to the kernel's message type) as an
+    nbformat v4 output."""
+    import nbformat
+
+    kind = out["output_type"]
+    if kind == "stream":
+        return nbformat.v4.new_output("stream", name=out["name"], text=out["text"])
+    if kind == "execute_result":
+        return nbformat.v4.new_output("execute_result", data=out["data"], metadata=out.get("metadata", {}),
+                                      execution_count=out.get("execution_count"))
+    return nbformat.v4.new_output("display_data", data=out["data"], metadata=out.get("metadata", {}))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    book_dir = os.environ.get("ITLIN_TEST_BOOK_DIR")
+    if not book_dir or not _nbval_cell(item):
+        return
+    report = outcome.get_result()
+    path = pathlib.Path(str(item.parent.fspath))
+    code_cells = [c for c in item.parent.nb.cells if c.cell_type == "code"]
+    index = item.cell_num
+    cells = _cells.setdefault(str(path), {})
+    if report.when == "call":
+        _seconds[str(path)] = _seconds.get(str(path), 0.0) + report.duration
+        ok = report.passed and item.test_outputs is not None and not any(
+            o["output_type"] not in ("stream", "display_data", "execute_result") for o in item.test_outputs)
+        cells[index] = [_as_output(o) for o in item.test_outputs] if ok else None
+    elif report.when == "setup" and not report.passed:     # skipped or failed before running
+        cells[index] = None
+    if report.when != "teardown" or len(cells) < len(code_cells) or any(v is None for v in cells.values()):
+        return
+    import nbformat
+
+    from itlin_core.book.execution import cache_executed
+
+    nb = nbformat.read(str(path), as_version=4)
+    count = 0
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        count += 1
+        cell.outputs = cells[i]
+        cell.execution_count = count
+    cache_executed(pathlib.Path(book_dir) / "_build" / ".jupyter_cache", path, nb, _seconds[str(path)])
+    del _cells[str(path)]

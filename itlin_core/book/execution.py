@@ -1,0 +1,201 @@
+"""Executing the book's notebooks into Jupyter Book's execution cache, several at a time.
+
+    python -m itlin_core.book.execution [--jobs 2] [--cache _build/.jupyter_cache]
+
+Jupyter Book 1 (``execute_notebooks: cache`` in ``_config.yml``) executes every notebook whose
+code is not in its cache, one after another. ``make book`` first runs this module, which executes
+the missing notebooks of ``_toc.yml`` in ``--jobs`` processes at once and stores each executed
+notebook in the same cache, exactly as Jupyter Book would (the cache is keyed on the notebook's
+code, and each notebook runs with its own folder as working directory); the build that follows
+then finds every notebook in the cache and only renders. A notebook that fails is not cached,
+so the build executes it again and reports the failing cell as usual. Each worker, and the
+kernels it starts, keeps to its own share of the CPU cores (``core_share``): left to themselves,
+two notebooks each run XLA's thread pool on every core and slow each other down badly.
+
+The notebooks start longest first (the times measured by the previous run, kept in
+``execution-seconds.json`` beside the cache, or else the order of ``SLOWEST_FIRST``), so that the
+longest notebook does not start last.
+
+``cache_executed`` stores a notebook executed elsewhere; the test suite uses it to hand the
+notebooks nbval has just executed to the smoke book build (``conftest.py``), so that ``make
+test`` executes each notebook once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import pathlib
+import sys
+import time
+
+# Only the order in which notebooks start when no measured times exist yet (a fresh clone):
+# the slowest first, as measured at the book preset on a 2-core CPU.
+SLOWEST_FIRST = ("mean_field_scaling", "mean_field_gn", "digits_cnn", "quintic_damping", "refresh_rules",
+                 "iterative_linearisation")
+TIMES_FILE = "execution-seconds.json"
+
+
+def toc_notebooks(root) -> list[pathlib.Path]:
+    """The notebooks (``.ipynb``) that ``_toc.yml`` under ``root`` lists, in its order."""
+    import yaml
+
+    root = pathlib.Path(root)
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = []
+
+    def walk(entries):
+        for entry in entries or ():
+            if "file" in entry:
+                files.append(entry["file"])
+            for key in ("sections", "chapters", "parts"):
+                walk(entry.get(key))
+
+    files.append(toc["root"])
+    walk(toc.get("chapters"))
+    walk(toc.get("parts"))
+    return [root / f"{f}.ipynb" for f in files if (root / f"{f}.ipynb").is_file()]
+
+
+def _read(path):
+    import nbformat
+
+    return nbformat.read(str(path), as_version=4)
+
+
+def is_cached(cache_dir, path) -> bool:
+    """Whether the cache at ``cache_dir`` holds an executed copy of the notebook's current code."""
+    from jupyter_cache import get_cache
+
+    try:
+        get_cache(str(cache_dir)).match_cache_notebook(_read(path))
+    except KeyError:
+        return False
+    return True
+
+
+def cache_executed(cache_dir, path, nb, seconds: float) -> None:
+    """Store the executed notebook ``nb`` (read from ``path``, outputs filled) in the cache at
+    ``cache_dir``, as Jupyter Book's own execution does (``myst_nb.core.execute.cache``)."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache = get_cache(str(cache_dir))
+    cache.cache_notebook_bundle(CacheBundleIn(nb, str(pathlib.Path(path).resolve()),
+                                              data={"execution_seconds": float(seconds)}),
+                                check_validity=False, overwrite=True)
+
+
+def _execute(path: str, timeout: int):
+    """Run in a worker process: execute one notebook in its own folder; (json, seconds, error)."""
+    import nbformat
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    nb = _read(path)
+    result = single_nb_execution(nb, cwd=str(pathlib.Path(path).parent), timeout=timeout, allow_errors=False,
+                                 meta_override=True)
+    error = None if result.err is None else f"{type(result.err).__name__}: {result.err}"[:2000]
+    return nbformat.writes(nb), result.time, error
+
+
+def core_share(worker: int, workers: int):
+    """The CPU cores a worker keeps (``worker`` of ``workers``): the cores this process may use,
+    dealt out in turn, or None where they cannot be read or set (not Linux) or are fewer than the
+    workers. XLA sizes its thread pool to the whole machine; two notebooks that each run it on
+    every core slow each other down far beyond sharing (measured at the book preset on 2 cores:
+    a mean-field notebook alone on one core 170 s, against over 600 s beside another one with
+    both on both cores), so each worker, and the kernels it starts, keeps to its own cores."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < workers:
+        return None
+    return set(cores[worker::workers])
+
+
+def pin_to(cores) -> None:
+    """Restrict this process (and the processes it starts later) to ``cores`` (None: leave it)."""
+    if cores:
+        os.sched_setaffinity(0, cores)
+
+
+def _init_worker(shares):
+    try:
+        cores = shares.get(timeout=10)
+    except Exception:   # a replacement worker finds the queue empty: it runs unpinned
+        cores = None
+    pin_to(cores)
+
+
+def _start_order(paths, times):
+    def key(p):
+        if p.stem in times:
+            return (0, -times[p.stem])
+        if p.stem in SLOWEST_FIRST:
+            return (1, SLOWEST_FIRST.index(p.stem))
+        return (2, 0)
+    return sorted(paths, key=key)
+
+
+def execute_into_cache(root=".", cache_dir="_build/.jupyter_cache", jobs: int = 2, timeout: int = 600,
+                       out=sys.stdout) -> dict:
+    """Execute the notebooks of ``root``'s table of contents that the cache lacks, ``jobs`` at a
+    time, and cache the ones that succeed. Returns ``{notebook stem: seconds}`` of those executed
+    (failures are reported on ``out`` and left for the build to execute and report)."""
+    import nbformat
+
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer (the number of notebooks run at once); got {jobs!r}")
+    cache_dir = pathlib.Path(cache_dir)
+    times_path = cache_dir.parent / TIMES_FILE
+    try:
+        times = json.loads(times_path.read_text())
+    except (OSError, ValueError):
+        times = {}
+    todo = [p for p in toc_notebooks(root) if not is_cached(cache_dir, p)]
+    if not todo:
+        print("every notebook is in the execution cache already", file=out, flush=True)
+        return {}
+    print(f"executing {len(todo)} notebooks, {jobs} at a time", file=out, flush=True)
+    done, t0 = {}, time.perf_counter()
+    # spawned, not forked: the caller may have JAX (multithreaded) loaded; the kernels are new processes anyway
+    context = multiprocessing.get_context("spawn")
+    shares = context.Queue()
+    for k in range(jobs):
+        shares.put(core_share(k, jobs))
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
+                                                initargs=(shares,)) as pool:
+        futures = {pool.submit(_execute, str(p), timeout): p for p in _start_order(todo, times)}
+        for i, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            path = futures[future]
+            text, seconds, error = future.result()
+            if error is None:
+                cache_executed(cache_dir, path, nbformat.reads(text, as_version=4), seconds)
+                done[path.stem] = seconds
+            status = "ok" if error is None else f"FAILED ({error.splitlines()[0][:200]}); the build will rerun it"
+            print(f"[{i}/{len(todo)}] {path.name}: {seconds:.0f} s, {status} "
+                  f"({time.perf_counter() - t0:.0f} s elapsed)", file=out, flush=True)
+    times.update(done)
+    tmp = times_path.with_name(times_path.name + ".tmp")
+    tmp.write_text(json.dumps(times, indent=1, sort_keys=True))
+    os.replace(tmp, times_path)
+    return done
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default=".", help="the book root, holding _toc.yml (default: .)")
+    parser.add_argument("--cache", default="_build/.jupyter_cache", help="Jupyter Book's execution cache folder")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="notebooks executed at once")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1; got {args.jobs}")
+    execute_into_cache(args.root, args.cache, args.jobs, args.timeout)
+
+
+if __name__ == "__main__":
+    main()
