@@ -37,3 +37,22 @@ def test_colab_cell_checks_and_toc(path):
     last_code = [c for c in nb["cells"] if c["cell_type"] == "code"][-1]
     assert "assert" in "".join(last_code["source"])
     assert f"book/{path.stem}" in TOC, f"{path.name} is not in _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_cell_ends_by_displaying_a_glued_value(path):
+    """``common.glue`` returns its value (so it can be used inline); as a cell's last expression that
+    value would be printed into the page beside the prose that pastes it. End such cells with
+    ``_ = common.glue(...)``."""
+    import ast
+
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        src = "\n".join(line[:len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!")) else line
+                        for line in "".join(cell["source"]).split("\n"))      # IPython magics as `pass`
+        body = ast.parse(src).body
+        if body and isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Call):
+            called = ast.unparse(body[-1].value.func)
+            assert not called.endswith("glue") or src.rstrip().endswith(";"), \
+                f"{path.name}: a cell ends with {called}(...), which displays the glued value; write `_ = {called}(...)`"
