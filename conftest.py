@@ -1,6 +1,5 @@
-"""Pins each pytest-xdist worker to its own CPU cores, and hands each notebook that nbval has
-executed to the smoke book build, so that ``make test`` executes every notebook once instead of
-twice.
+"""Hands each notebook that nbval has executed to the smoke book build, so that ``make test``
+executes every notebook once instead of twice.
 
 When ``$ITLIN_TEST_BOOK_DIR`` is set (``make test`` sets it), this plugin collects the outputs of
 every cell nbval runs; once all code cells of a notebook have passed, it stores the executed
@@ -16,17 +15,6 @@ import pathlib
 
 import pytest
 
-
-def pytest_configure(config):
-    """Under pytest-xdist each worker keeps to its own CPU cores (and so do the notebook kernels and
-    book builds it starts): XLA sizes its thread pool to the whole machine, and two workers that
-    both run it on every core slow each other down far more than sharing the cores would
-    (``itlin_core.book.execution.core_share`` gives the measurement)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if worker.startswith("gw") and os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
-        from itlin_core.book.execution import core_share, pin_to
-
-        pin_to(core_share(int(worker[2:]), int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 _cells = {}     # notebook path -> {cell index: outputs or None (failed/skipped)}
 _seconds = {}   # notebook path -> seconds spent in its cells

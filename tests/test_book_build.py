@@ -202,6 +202,10 @@ def test_whole_book_builds_at_smoke_preset_without_warnings(smoke_book):
         assert re.search(rf"colab\.research\.google\.com/github/[^\"]+/blob/main/book/{chapter}\.ipynb", page), \
             f"{chapter}: no (or a malformed) Colab launch link"
     assert "itlin_core.gn_step" in (html / "book" / "api.html").read_text()
+    # markdown outputs (the image chapters' scale tables) render as tables, not as raw pipes
+    raw = [p.name for p in sorted((html / "book").glob("*.html")) if re.search(r"\|\s*(?:—|–|---)\s*\|", p.read_text())]
+    assert not raw, f"pages with a table printed as raw pipes: {raw}"
+    assert "<table" in (html / "book" / "cifar_damping.html").read_text()
     glossary = (html / "book" / "glossary.html").read_text()
     for term in ["Lazy regime", "Truncated Gauss-Newton", "WCD", "Test-LRfit"]:
         assert re.search(rf'<dt id="term-[^"]*">{re.escape(term)}', glossary), f"glossary: no entry {term!r}"
