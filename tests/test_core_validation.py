@@ -77,6 +77,20 @@ def test_known_presets(monkeypatch):
         assert iterative_linearisation.il_toy_config(name).steps > 0
 
 
+def test_without_itlin_preset_a_gpu_chooses_colab(monkeypatch):
+    """Issue: "Run all" on a Colab GPU trained nothing, because the default was always book."""
+    monkeypatch.delenv("ITLIN_PRESET", raising=False)
+    monkeypatch.setattr(common.jax, "default_backend", lambda: "gpu")
+    assert common.get_preset() == "colab"
+    assert common.preset_line("colab").startswith("preset: colab (no $ITLIN_PRESET and JAX found a GPU")
+    assert common.get_preset("book") == "book" and "chosen in the cell above" in common.preset_line("book")
+    monkeypatch.setenv("ITLIN_PRESET", "book")                         # the variable still wins
+    assert common.get_preset() == "book" and "from $ITLIN_PRESET" in common.preset_line("book")
+    monkeypatch.delenv("ITLIN_PRESET")
+    monkeypatch.setattr(common.jax, "default_backend", lambda: "cpu")
+    assert common.get_preset() == "book" and "no GPU" in common.preset_line("book")
+
+
 def test_other_bad_arguments():
     with pytest.raises(ValueError, match="solve_dtype|64-bit"):
         with jax.enable_x64(False):

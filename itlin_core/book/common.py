@@ -1,8 +1,8 @@
 """What every chapter module shares: the presets, labels for K, counts of feature updates, and
 the outputs of the models a sweep trains.
 
-Each chapter reads its preset from the ``ITLIN_PRESET`` environment variable (default ``book``)
-through :func:`get_preset`, and its settings from one table per chapter (``{preset: config}``),
+Each chapter reads its preset from the ``ITLIN_PRESET`` environment variable (if unset: ``colab``
+where JAX finds a GPU, ``book`` otherwise) through :func:`get_preset`, and its settings from one table per chapter (``{preset: config}``),
 so every choice the papers leave open is stated in one place. ``smoke`` is for CI and nbval
 (seconds), ``book`` for the book build on a 2-core CPU (about a minute or two per toy chapter),
 ``colab``/``paper`` for GPUs. The toy chapters are CPU experiments whatever the preset: a table
@@ -22,17 +22,50 @@ import itlin_core as ic
 PRESETS = ("smoke", "book", "colab", "paper")
 
 
+def _has_gpu() -> bool:
+    try:
+        return jax.default_backend() == "gpu"
+    except RuntimeError:
+        return False
+
+
+def default_preset() -> str:
+    """The preset when none is named: ``$ITLIN_PRESET`` if set; else ``colab`` where JAX finds a
+    GPU (a Colab GPU runtime: "Run all" then trains the image chapters at their Colab scale), and
+    ``book`` without one (the toy chapters train on the CPU, the image chapters plot recorded
+    results)."""
+    env = os.environ.get("ITLIN_PRESET")
+    if env is not None:
+        return env
+    return "colab" if _has_gpu() else "book"
+
+
 def get_preset(preset: str | None = None) -> str:
-    """The preset to use: ``preset`` if given, else ``$ITLIN_PRESET``, else ``"book"``.
+    """The preset to use: ``preset`` if given, else :func:`default_preset` (``$ITLIN_PRESET``, else
+    ``colab`` on a GPU and ``book`` without one).
 
     Raises ValueError for anything but ``smoke``, ``book``, ``colab``, ``paper``.
     """
-    name = preset if preset is not None else os.environ.get("ITLIN_PRESET", "book")
+    name = preset if preset is not None else default_preset()
     name = str(name).strip().lower()
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}: ITLIN_PRESET (or preset=) must be one of "
                          f"{', '.join(PRESETS)}.")
     return name
+
+
+def preset_line(preset: str) -> str:
+    """The line each chapter prints first: the preset in use, why, and how to change it."""
+    env = os.environ.get("ITLIN_PRESET")
+    if env is not None and get_preset(env) == preset:
+        why = "from $ITLIN_PRESET"
+    elif preset == default_preset():
+        why = ("no $ITLIN_PRESET and JAX found a GPU" if preset == "colab" else
+               "no $ITLIN_PRESET and no GPU; on a GPU the default is colab")
+    else:
+        why = "chosen in the cell above"
+    return (f"preset: {preset} ({why}; to change it, run %env ITLIN_PRESET=<smoke|book|colab|paper> "
+            "first, or write common.get_preset(\"<name>\") above)")
 
 
 def per_preset(table: dict, preset: str | None = None):
@@ -90,4 +123,5 @@ def glue(name: str, value, *, markdown: bool = False):
     return value
 
 
-__all__ = ["PRESETS", "get_preset", "per_preset", "k_label", "feature_updates", "proxy_outputs", "glue"]
+__all__ = ["PRESETS", "default_preset", "get_preset", "preset_line", "per_preset", "k_label", "feature_updates",
+           "proxy_outputs", "glue"]
