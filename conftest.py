@@ -63,10 +63,7 @@ def pytest_runtest_makereport(item, call):
     from itlin_core.book.execution import cache_executed
 
     nb = nbformat.read(str(path), as_version=4)
-    count = 0
     for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
-        count += 1
-        cell.outputs = cells[i]
-        cell.execution_count = count
+        cell.outputs, cell.execution_count = cells[i], i + 1
     cache_executed(pathlib.Path(book_dir) / "_build" / ".jupyter_cache", path, nb, _seconds[str(path)])
     del _cells[str(path)]

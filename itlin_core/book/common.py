@@ -2,11 +2,12 @@
 the outputs of the models a sweep trains.
 
 Each chapter reads its preset from the ``ITLIN_PRESET`` environment variable (if unset: ``colab``
-where JAX finds a GPU, ``book`` otherwise) through :func:`get_preset`, and its settings from one table per chapter (``{preset: config}``),
-so every choice the papers leave open is stated in one place. ``smoke`` is for CI and nbval
-(seconds), ``book`` for the book build on a 2-core CPU (about a minute or two per toy chapter),
-``colab``/``paper`` for GPUs. The toy chapters are CPU experiments whatever the preset: a table
-without a ``colab`` or ``paper`` entry uses its ``book`` entry.
+where JAX finds a GPU, ``book`` otherwise) through :func:`get_preset`, and its settings from one
+table per chapter (``{preset: config}``), so every choice the papers leave open is stated in one
+place. ``smoke`` is for CI and nbval (seconds), ``book`` for the book build on a 2-core CPU (about
+a minute or two per toy chapter), ``colab``/``paper`` for GPUs. The toy chapters are CPU
+experiments whatever the preset: a table without a ``colab`` or ``paper`` entry uses its ``book``
+entry.
 """
 
 from __future__ import annotations
