@@ -206,6 +206,12 @@ def test_whole_book_builds_at_smoke_preset_without_warnings(smoke_book):
     raw = [p.name for p in sorted((html / "book").glob("*.html")) if re.search(r"\|\s*(?:—|–|---)\s*\|", p.read_text())]
     assert not raw, f"pages with a table printed as raw pipes: {raw}"
     assert "<table" in (html / "book" / "cifar_damping.html").read_text()
+    # MathJax is served with the book (book/_ext/itlin_html.py), not from a CDN
+    page = (html / "book" / "linearisation.html").read_text()
+    assert re.search(r'<script[^>]*src="\.\./_static/mathjax/tex-mml-chtml\.js"', page), "MathJax is not loaded from _static"
+    assert "cdn.jsdelivr.net/npm/mathjax" not in page
+    for part in ["tex-mml-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions", "LICENSE"]:
+        assert (html / "_static" / "mathjax" / part).exists(), f"_static/mathjax/{part} was not copied"
     glossary = (html / "book" / "glossary.html").read_text()
     for term in ["Lazy regime", "Truncated Gauss-Newton", "WCD", "Test-LRfit"]:
         assert re.search(rf'<dt id="term-[^"]*">{re.escape(term)}', glossary), f"glossary: no entry {term!r}"
@@ -292,6 +298,22 @@ def console_errors(driver, base_url):
             continue
         errors.append(message)
     return errors
+
+
+def test_maths_renders_offline_in_chromium(smoke_book, tmp_path):
+    """With every other host unreachable, MathJax (served from _static) typesets the maths of a
+    chapter: the page has MathJax's rendered elements and no displayed TeX is left raw."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with serve(smoke_book.html) as base_url, headless_chromium(tmp_path / "chromium-profile") as driver:
+        driver.get(f"{base_url}/book/linearisation.html")
+        WebDriverWait(driver, 60).until(
+            lambda d: d.execute_script("return document.querySelectorAll('mjx-container').length") > 10,
+            message="MathJax did not typeset the page offline (no mjx-container elements)")
+        raw = driver.execute_script(
+            "return [...document.querySelectorAll('div.math')].filter(e => !e.querySelector('mjx-container')).length")
+        assert raw == 0, f"{raw} displayed equations were left as raw TeX"
+        assert not console_errors(driver, base_url), console_errors(driver, base_url)
 
 
 def test_static_sliders_move_in_chromium(smoke_book, tmp_path):

@@ -1,6 +1,13 @@
-"""A Sphinx fix for the rendered book, loaded through `sphinx.local_extensions` in _config.yml.
+"""Sphinx additions for the rendered book, loaded through `sphinx.local_extensions` in _config.yml.
 
-Inline scripts appear twice on every page. Under Sphinx 7.4 (the version Jupyter Book 1
+**MathJax served with the book.** Sphinx loads MathJax from a CDN by default, so a reader who
+opens the built HTML offline sees raw TeX. ``_config.yml`` sets ``mathjax_path`` to
+``mathjax/tex-mml-chtml.js`` (relative to ``_static``), and this extension copies MathJax 3.2.2
+from the ``django-static-mathjax`` package (pinned in requirements.txt) into
+``_static/mathjax`` when the HTML build finishes: the combined TeX/MathML/CHTML file and the
+parts it loads on demand (TeX extensions, CHTML fonts, menu and accessibility), about 8 MB.
+
+**Duplicated inline scripts.** Inline scripts appear twice on every page. Under Sphinx 7.4 (the version Jupyter Book 1
 pins), an extension that calls ``app.add_js_file(None, body=...)`` once the HTML builder exists
 (sphinx-togglebutton and sphinx-thebe do, in ``builder-inited`` and ``env-before-read-docs``)
 has the script registered with the builder as filename ``None`` and again, when writing starts,
@@ -14,6 +21,59 @@ tests/test_book_build.py fails if a page logs a JavaScript error.
 """
 
 from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+
+from sphinx.errors import ExtensionError
+
+#: What tex-mml-chtml.js needs beside itself (relative to MathJax's es5 folder).
+MATHJAX_FILES = ["tex-mml-chtml.js", "input/tex", "input/mml", "output/chtml", "ui", "a11y", "sre"]
+MATHJAX_PATH = "mathjax/tex-mml-chtml.js"
+
+
+def mathjax_source() -> pathlib.Path:
+    """MathJax's es5 folder inside the installed django-static-mathjax package."""
+    try:
+        import mathjax
+    except ImportError:
+        raise ExtensionError("MathJax is not installed: the book serves its own copy so that maths renders "
+                             "offline; install it with `pip install -r requirements.txt` "
+                             "(package django-static-mathjax).") from None
+    es5 = pathlib.Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+    if not (es5 / MATHJAX_FILES[0]).is_file():
+        raise ExtensionError(f"the installed MathJax package has no {MATHJAX_FILES[0]} under {es5}; "
+                             "reinstall django-static-mathjax (see requirements.txt).")
+    return es5
+
+
+def check_mathjax_path(app, config):
+    if config.mathjax_path != MATHJAX_PATH:
+        raise ExtensionError(f"_config.yml must set sphinx.config.mathjax_path to {MATHJAX_PATH!r} (the copy "
+                             f"this extension serves), not {config.mathjax_path!r}.")
+    mathjax_source()   # fail at the start of a build, not after it
+
+
+def copy_mathjax(app, exception):
+    """Copy MathJax into ``_static/mathjax`` (through a temporary folder, then renamed, so an
+    interrupted copy never leaves half a MathJax behind)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    es5 = mathjax_source()
+    target = pathlib.Path(app.outdir) / "_static" / "mathjax"
+    staging = target.with_name("mathjax.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    for name in MATHJAX_FILES:
+        src, dst = es5 / name, staging / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst)
+        else:
+            shutil.copy2(src, dst)
+    shutil.copy2(es5.parent / "LICENSE", staging / "LICENSE")
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
 
 
 def _script_key(js):
@@ -40,4 +100,6 @@ def dedupe_scripts(app, pagename, templatename, context, doctree):
 def setup(app):
     # late priority: after extensions that add page-specific scripts in html-page-context
     app.connect("html-page-context", dedupe_scripts, priority=900)
+    app.connect("config-inited", check_mathjax_path)
+    app.connect("build-finished", copy_mathjax)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
