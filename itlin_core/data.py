@@ -63,12 +63,13 @@ def regression_1d(key, n_train: int, n_test: int, noise_std: float = 0.0, interv
 
 
 def quintic(x):
-    """The 1-D target of paper 000 App. C.2.3: ``x^5 / 32 - x^3 / 2 + 2 x - 1``."""
+    """The 1-D target of Goldwaser and Ge 2024 (App. C.2.3): ``x^5 / 32 - x^3 / 2 + 2 x - 1``."""
     return x ** 5 / 32.0 - x ** 3 / 2.0 + 2.0 * x - 1.0
 
 
 def quintic_data(n_train: int = 20, n_test: int = 1000, interval=(-3.5, 3.5)):
-    """Evenly spaced training and test inputs on ``interval`` with quintic targets (000 App.
+    """Evenly spaced training and test inputs on ``interval`` with quintic targets (Goldwaser and
+    Ge 2024, App.
     C.2.3 uses 20 and 1000 points; it does not give the interval: the book uses [-3.5, 3.5],
     where the target stays within [-4, 4] and all four of its turning points lie inside)."""
     lo, hi = interval
@@ -83,7 +84,7 @@ XOR_CENTRES = jnp.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
 
 
 def xor(key, n: int, noise_var: float = 0.1):
-    """The XOR data of paper 000 §4.2 (Fig. 7): ``x = z + eps`` with ``z`` uniform on the four
+    """The XOR data of Goldwaser and Ge 2024 (§4.2, Fig. 7): ``x = z + eps`` with ``z`` uniform on the four
     corners ``{-1, 1}^2`` (:data:`XOR_CENTRES`) and ``eps ~ N(0, noise_var I)``, and the label
     ``y = x_1 x_2`` (shape ``(n, 1)``). Returns ``(x, y)``."""
     if n < 1 or noise_var < 0:
@@ -96,8 +97,9 @@ def xor(key, n: int, noise_var: float = 0.1):
 
 def teacher_student(key, n_train: int, n_test: int, d: int = 10, m_star: int = 5,
                     activation: str = "relu", beta: float = 1.0):
-    r"""Paper 003's teacher-student regression (§5.1): inputs ``x ~ N(0, I_d)`` and targets from a
-    one-hidden-layer teacher of the student's form (003 eq. (2)),
+    r"""The teacher-student regression of Arbel et al. 2023 (§5.1): inputs ``x ~ N(0, I_d)`` and
+    targets from a
+    one-hidden-layer teacher of the student's form (the paper's eq. (2)),
     ``f*(x) = (1/M*) sum_j v*_j gamma(u*_j^T x)``, with ``M* = m_star`` units and all teacher
     weights standard Gaussian. ``activation``: ``"relu"`` or ``"silu"`` with temperature
     ``beta`` (:func:`itlin_core.activations.activation_pair`).

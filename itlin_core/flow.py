@@ -1,6 +1,6 @@
 r"""Closed-form gradient flow of a linear(ised) model under the squared error.
 
-Paper 000 Lemma 3.2.1 and App. B (eqs. (14)-(24)). For ``L = 1/2 ||f - Y||^2`` (a sum) and
+Goldwaser and Ge 2024, Lemma 3.2.1 and App. B (eqs. (14)-(24)). For ``L = 1/2 ||f - Y||^2`` (a sum) and
 a model that is linear in its parameters with Jacobian ``J`` on the training inputs and
 kernel ``Theta = J J^T``, gradient flow ``d theta/dt = -J^T (f_t - Y)`` gives
 
@@ -64,7 +64,8 @@ def _kernel_and_outputs(ntk, f0, name):
 
 def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=None, *,
                   rcond: float | None = None):
-    r"""Function-space gradient flow of a linear(ised) model in closed form (000 Lemma 3.2.1).
+    r"""Function-space gradient flow of a linear(ised) model in closed form (Goldwaser and Ge 2024,
+    Lemma 3.2.1).
 
     Args:
       ntk_train: ``Theta(X, X)``: ``(N, N)`` (the same kernel for every output, e.g. scalar
@@ -148,7 +149,8 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
 
 
 def gradient_flow_params(apply_fn: Callable, params0: PyTree, x, y, t, *, rcond: float | None = None) -> PyTree:
-    r"""Parameter-space gradient flow of the model linearised at ``params0`` (000 App. B eq. (23)):
+    r"""Parameter-space gradient flow of the model linearised at ``params0`` (Goldwaser and Ge
+    2024, App. B, eq. (23)):
 
     .. math:: \theta_t = \theta_0 - J^\top\,\Theta^{+}\big(I - e^{-\Theta t}\big)\,(f_0(X) - Y),
 

@@ -1,12 +1,12 @@
-r"""One-hidden-layer networks in the mean-field scaling, and Gauss-Newton on them (paper 003).
+r"""One-hidden-layer networks in the mean-field scaling, and Gauss-Newton on them (Arbel et al. 2023).
 
-The student of paper 003 (eq. (2), §5.1) is
+The student of Arbel et al. 2023 (eq. (2), §5.1) is
 
 .. math:: f_w(x) = \frac{1}{M}\sum_{i=1}^M v_i\,\gamma(u_i^\top x), \qquad w = (v, u),\;
           v \in \mathbb{R}^M,\; u \in \mathbb{R}^{M\times d},
 
 with hidden weights ``u ~ N(0, tau0^2)`` and the last layer ``v = 0`` at initialisation. There is
-no bias term: paper 003's eq. (2) and its teacher have none (a bias would be an extra constant
+no bias term: the paper's eq. (2) and its teacher have none (a bias would be an extra constant
 input coordinate; we follow the paper and leave it out).
 
 **Why a special NTK.** With ``G = gamma(X u^T)`` and ``D = gamma'(X u^T)`` (both ``N x M``), the
@@ -19,12 +19,12 @@ costing ``O(N^2 M)`` instead of the ``O(N^2 M d)`` of a per-example Jacobian (``
 :func:`mean_field_ntk` computes this; :func:`itlin_core.gn_step` accepts it through ``ntk_fn``,
 so the chapter's fast GN step is still the generic kernel-form step with a faster kernel.
 
-**Loss and step-size convention.** Paper 003 minimises ``L = 1/(2N) sum (f - y)^2`` and takes
+**Loss and step-size convention.** Arbel et al. 2023 minimise ``L = 1/(2N) sum (f - y)^2`` and takes
 GN steps ``w - lr (J^T J + eps I)^{-1} J^T grad_f L`` with ``grad_f L = (f - y) / N`` (its
 eq. (4) with ``H = I``). The package's GN convention is the sum loss ``1/2 ||f - y||^2``
-(:mod:`itlin_core.losses`), so paper 003's step size ``lr`` is ``lr / N`` in :func:`itlin_core.gn_step`; the
-functions here take paper 003's ``lr`` and do that conversion, so the numbers in the chapters
-are the paper's. The damping is 003's eq. (5) with ``alpha = 1``, floored at ``1e-7``.
+(:mod:`itlin_core.losses`), so the paper's step size ``lr`` is ``lr / N`` in :func:`itlin_core.gn_step`; the
+functions here take the paper's ``lr`` and do that conversion, so the numbers in the chapters
+are the paper's. The damping is the paper's eq. (5) with ``alpha = 1``, floored at ``1e-7``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from .models import Model
 
 def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "relu",
                    beta: float = 1.0) -> Model:
-    """The student network of paper 003 eq. (2) as an ``(init, apply)`` pair.
+    """The student network of Arbel et al. 2023 (eq. (2)) as an ``(init, apply)`` pair.
 
     ``init(key)`` draws ``u ~ N(0, tau0^2)`` of shape ``(width, d)`` and sets ``v = 0``;
     ``apply(params, x)`` maps ``(N, d)`` inputs to ``(N,)`` outputs ``gamma(x u^T) v / width``.
@@ -61,7 +61,7 @@ def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "rel
 
 
 def hidden_features(u, x, activation: str = "relu", beta: float = 1.0):
-    """The hidden features ``gamma(x u^T)``, shape ``(N, M)`` (003's ``Gamma(u)^T``)."""
+    """The hidden features ``gamma(x u^T)``, shape ``(N, M)`` (the paper's ``Gamma(u)^T``)."""
     gamma, _ = activation_pair(activation, beta)
     return gamma(x @ u.T)
 
@@ -83,7 +83,7 @@ def mean_field_ntk(params, x, x2=None, *, activation: str = "relu", beta: float 
 
 def make_gn_step(net: Model, x, y, *, alpha: float = 1.0, floor: float = 1e-7, fast: bool = True,
                  activation: str = "relu", beta: float = 1.0, ntk_batch_size: int | None = None) -> Callable:
-    r"""Paper 003's damped GN update with its step size ``lr`` (eq. (4), ``H = I``, loss
+    r"""The damped GN update of Arbel et al. 2023 with its step size ``lr`` (eq. (4), ``H = I``, loss
     ``1/(2N) sum (f - y)^2``, damping eq. (5) ``eps = max(floor, alpha * sigma_min(J J^T))``).
 
     Returns ``step(params, lr) -> params``, which is

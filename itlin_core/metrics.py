@@ -28,7 +28,7 @@ def kernel_distance(k1, k2):
 
 
 def feature_alignment(w, centres):
-    r"""Feature alignment of paper 000 eq. (11): for each feature (row of ``w``, shape
+    r"""Feature alignment of Goldwaser and Ge 2024 (eq. (11)): for each feature (row of ``w``, shape
     ``(H, d)``), the largest cosine similarity with any of the cluster centres
     (rows of ``centres``, shape ``(C, d)``), ``a(w_i) = max_c <w_i, c> / (|w_i| |c|)``."""
     w, centres = jnp.asarray(w), jnp.asarray(centres)
@@ -40,7 +40,7 @@ def feature_alignment(w, centres):
 
 
 def weighted_cosine_distance(u, u_star):
-    r"""Weighted cosine distance of paper 003 eq. (9) between a student's hidden weights ``u``
+    r"""Weighted cosine distance of Arbel et al. 2023 (eq. (9)) between a student's hidden weights ``u``
     ``(M, d)`` and a teacher's ``u_star`` ``(M*, d)``,
 
     .. math:: \mathrm{WCD}(u, u^\star) = 2\sum_{i=1}^M p_i\Big(1 - \max_j
@@ -64,7 +64,7 @@ def weighted_cosine_distance(u, u_star):
 
 
 def min_norm_readout(features, y, rcond=None):
-    r"""Minimum-norm least-squares last layer on fixed features (paper 003 eq. (8)):
+    r"""Minimum-norm least-squares last layer on fixed features (Arbel et al. 2023, eq. (8)):
     ``v = Phi^T (Phi Phi^T)^+ y`` for features ``Phi`` ``(N, M)`` and targets ``y`` ``(N,)``.
 
     With ``M >= N`` and independent rows this interpolates, ``Phi v = y``, and among all
@@ -81,9 +81,9 @@ def min_norm_readout(features, y, rcond=None):
 
 
 def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
-    r"""Test-LRfit of paper 003 §5.2: freeze the features, re-fit the last layer by the
+    r"""Test-LRfit of Arbel et al. 2023 (§5.2): freeze the features, re-fit the last layer by the
     minimum-norm least squares of eq. (8) (:func:`min_norm_readout`) on the training set, and
-    return the test loss ``1/(2 N_test) sum (Phi_test v - y_test)^2`` (003's mean loss)."""
+    return the test loss ``1/(2 N_test) sum (Phi_test v - y_test)^2`` (the paper's mean loss)."""
     v = min_norm_readout(features_train, y_train, rcond)
     return 0.5 * jnp.mean((jnp.asarray(features_test) @ v - jnp.asarray(y_test)) ** 2)
 
@@ -91,7 +91,7 @@ def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
 def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float = 1e-3,
                  num_classes: int | None = None) -> dict:
     r"""Accuracy of a linear read-out fitted on frozen features: a *linear probe* (Alain &
-    Bengio 2017; paper 000 Fig. 5 probes a CNN's first- and second-layer features).
+    Bengio 2017; Goldwaser and Ge (2024, Fig. 5) probe a CNN's first- and second-layer features).
 
     The probe is ridge regression onto one-hot targets, with an unpenalised intercept:
 

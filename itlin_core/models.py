@@ -100,10 +100,11 @@ def _max_pool(x, size=2):
 
 def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
             dense=(120, 84)) -> Model:
-    """The CNN of paper 000 App. C.2.1 (and 001 §4; "LeNet-50"): two 5x5 convolutions with 50
+    """The CNN of Goldwaser and Ge 2024 (App. C.2.1; Goldwaser and Ge 2022, §4; "LeNet-50"): two
+    5x5 convolutions with 50
     channels, each followed by ReLU and 2x2 max-pooling, then dense layers 120 and 84 with
     ReLU and a linear output of ``num_classes`` logits (the softmax lives in the loss,
-    outside the linearisation, 000 §3). Inputs NHWC, ``(N, 32, 32, 3)`` for CIFAR10,
+    outside the linearisation, Goldwaser and Ge 2024, §3). Inputs NHWC, ``(N, 32, 32, 3)`` for CIFAR10,
     ``input_shape=(28, 28, 1)`` for MNIST.
 
     The paper fixes kernel size, channels, pooling after each convolution, dense sizes and
@@ -144,8 +145,9 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
 
 
 def lenet50_features(params, x, layer: int):
-    """The hidden representation of a :func:`lenet50` network that a linear probe reads (paper
-    000 Fig. 5): block ``layer`` (1: first convolution, ReLU and pooling, 14x14x50 on CIFAR10;
+    """The hidden representation of a :func:`lenet50` network that a linear probe reads
+    (Goldwaser and Ge 2024, Fig. 5): block ``layer`` (1: first convolution, ReLU and pooling,
+    14x14x50 on CIFAR10;
     2: the second, 5x5x50), flattened to ``(N, D)``; ``apply`` continues from block 2."""
     if layer not in (1, 2):
         raise ValueError(f"layer must be 1 or 2 (LeNet-50's two convolutional blocks), got {layer!r}.")
@@ -166,7 +168,7 @@ def _conv_padded(x, w, stride):
 
 def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: int = 3, width: int = 64,
              residual_init_scale: float = 1.0, bn_eps: float = 1e-5) -> Model:
-    r"""ResNet-18 (He et al. 2016) in its CIFAR form, as used in paper 000 Fig. 10 (App. C.2.2).
+    r"""ResNet-18 (He et al. 2016) in its CIFAR form, as used by Goldwaser and Ge 2024 (Fig. 10, App. C.2.2).
 
     A 3x3 convolution with ``width`` channels (stride 1, no max-pooling: the CIFAR stem,
     which keeps 32x32 maps), then four stages of two basic blocks with ``width * (1, 2, 4, 8)``
@@ -329,13 +331,14 @@ def small_cnn(num_classes: int = 10, input_shape=(8, 8, 1), channels=(16, 32), d
     """A two-block CNN for small images (e.g. scikit-learn's 8x8 digits): two 3x3 SAME
     convolutions with ``channels`` output channels, each followed by ReLU and 2x2 max-pooling
     (8x8 -> 4x4 -> 2x2), then a dense ReLU layer of ``dense`` units and a linear output of
-    ``num_classes`` logits (softmax in the loss). LeNet-50's layout (000 App. C.2.1) shrunk to
+    ``num_classes`` logits (softmax in the loss). LeNet-50's layout (Goldwaser and Ge 2024, App.
+    C.2.1) shrunk to
     inputs that two 5x5 VALID convolutions would not fit. He-normal weights (LeCun-normal,
     ``N(0, 1/fan_in)``, for the linear output layer), zero biases.
 
     ``features(params, x, layer)`` returns the flattened output of block ``layer`` (1: after the
     first convolution, ReLU and pooling; 2: after the second), the representations that the
-    linear probes of paper 000 Fig. 5 read.
+    linear probes of Goldwaser and Ge 2024 (Fig. 5) read.
     """
     h, w, c = input_shape
     c1, c2 = (int(k) for k in channels)

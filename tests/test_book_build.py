@@ -212,6 +212,13 @@ def test_whole_book_builds_at_smoke_preset_without_warnings(smoke_book):
     assert "cdn.jsdelivr.net/npm/mathjax" not in page
     for part in ["tex-mml-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions", "LICENSE"]:
         assert (html / "_static" / "mathjax" / part).exists(), f"_static/mathjax/{part} was not copied"
+    # what readers should not see: the Checks blocks (executed, tagged remove-cell) and shorthand
+    from test_notebooks_format import shorthand_in
+    for page in sorted((html / "book").glob("*.html")):
+        text = page.read_text()
+        assert 'id="checks"' not in text, f"{page.name}: the Checks block is shown to readers"
+        visible = re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", " ", text, flags=re.S))
+        assert not shorthand_in(visible), f"{page.name}: internal shorthand on the page: {shorthand_in(visible)}"
     glossary = (html / "book" / "glossary.html").read_text()
     for term in ["Lazy regime", "Truncated Gauss-Newton", "WCD", "Test-LRfit"]:
         assert re.search(rf'<dt id="term-[^"]*">{re.escape(term)}', glossary), f"glossary: no entry {term!r}"

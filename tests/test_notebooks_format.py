@@ -2,6 +2,7 @@
 nbval execute them), a hidden Colab install cell first, check cells last, listed in the toc."""
 
 import json
+import re
 import pathlib
 
 import pytest
@@ -56,3 +57,47 @@ def test_no_cell_ends_by_displaying_a_glued_value(path):
             called = ast.unparse(body[-1].value.func)
             assert not called.endswith("glue") or src.rstrip().endswith(";"), \
                 f"{path.name}: a cell ends with {called}(...), which displays the glued value; write `_ = {called}(...)`"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_checks_run_but_are_not_shown(path):
+    """The "## Checks" block at the end of a chapter asserts its claims for maintainers: nbval and the
+    build execute it, and the tag ``remove-cell`` keeps it off the rendered page."""
+    cells = json.loads(path.read_text())["cells"]
+    start = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## Checks")]
+    assert len(start) == 1, f"{path.name}: expected one '## Checks' heading, found {len(start)}"
+    for cell in cells[start[0]:]:
+        assert "remove-cell" in cell["metadata"].get("tags", []), \
+            f"{path.name}: a cell of the Checks block is not tagged remove-cell: {''.join(cell['source'])[:60]!r}"
+
+
+#: Shorthand that means something to maintainers only: the papers' file numbers in ../shared/papers
+#: ("paper 003", "000 Fig. 5"), raw equation labels ("(eq-gn)"), and maintainer files.
+SHORTHAND = re.compile(r"[Pp]apers? 00\d|(?<![\d,.] )(?<![\d,.])\b00[0-3]\b(?:'s)?(?= (?:Figs?\.|§|App\.|eqs?\.|Lemma|uses|for)|'s)"
+                       r"|\(eq-[a-z0-9-]+\)|DESIGN\.md|text copy of the paper")
+READER_FILES = sorted([*NOTEBOOKS, *(ROOT / "book").glob("*.md"), *(ROOT / "itlin_core").rglob("*.py")])
+
+
+def shorthand_in(text):
+    # an equation's own label after its closing $$ and {eq} references are MyST syntax, not prose
+    text = re.sub(r"\$\$ *\(eq-[a-z0-9-]+\)|\{eq\}`[^`]*`", "", text)
+    return [text[max(0, m.start() - 40):m.end() + 20].replace("\n", " ") for m in SHORTHAND.finditer(text)]
+
+
+@pytest.mark.parametrize("path", READER_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_internal_shorthand_reaches_readers(path):
+    """Chapters, pages and the docstrings of the API page name the papers as readers know them
+    (Goldwaser and Ge 2024, Arbel et al. 2023), never by the maintainers' file numbers, and code
+    comments and printed output name an equation in words, not by its raw MyST label."""
+    text = path.read_text()
+    if path.suffix == ".ipynb":
+        text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"])
+    hits = shorthand_in(text)
+    assert not hits, f"{path.relative_to(ROOT)}: internal shorthand a reader would not know: {hits}"
+
+
+def test_the_shorthand_pattern_finds_what_it_should():
+    for bad in ["(paper 003 convention)", "as in 000 Fig. 5", "003's RF baseline", "# eq. (eq-gn)", "see DESIGN.md"]:
+        assert shorthand_in(bad), bad
+    for fine in ["10 000 images", "50,000 images", "$K = 20\\,000$", "$$ (eq-gn)", "{eq}`eq-gn`", "Goldwaser and Ge 2024, Fig. 5"]:
+        assert not shorthand_in(fine), fine

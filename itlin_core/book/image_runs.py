@@ -68,10 +68,10 @@ class ImageRunConfig:
       n_train: train on the first ``n_train`` images of a fixed random order (``None``: all).
       n_eval, eval_batch: images evaluated per split, and the chunk size of evaluation.
       width: LeNet's channels (paper: 50) or ResNet's base width (paper: 64); ``None`` = paper.
-      probes: fit linear probes on LeNet's two blocks at every evaluation (000 Fig. 5), on
+      probes: fit linear probes on LeNet's two blocks at every evaluation (Goldwaser and Ge 2024, Fig. 5), on
         ``probe_train`` training images with relative ridge ``probe_ridge``.
       n_filters: record the change of LeNet's first ``n_filters`` first-layer filters from
-        initialisation at every evaluation (000 Fig. 6).
+        initialisation at every evaluation (Goldwaser and Ge 2024, Fig. 6).
       seed: initialisation, data order, augmentation and subset all derive from it.
     """
 
@@ -130,7 +130,8 @@ class ImageRunConfig:
         if self.n_train is not None and (int(self.n_train) != self.n_train or self.n_train < 1):
             raise ValueError(f"n_train must be a positive integer or None (all images), got {self.n_train!r}.")
         if (self.probes or self.n_filters) and self.model != "lenet50":
-            raise ValueError("probes and n_filters are implemented for model='lenet50' (000 Figs. 5 and 6).")
+            raise ValueError("probes and n_filters are implemented for model='lenet50' only "
+                             "(the network of Goldwaser and Ge 2024, Figs. 5 and 6).")
         if self.width is not None and (int(self.width) != self.width or self.width < 1):
             raise ValueError(f"width must be a positive integer or None, got {self.width!r}.")
 
@@ -326,7 +327,8 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
 
     The training loss is recorded as its mean over each evaluation interval (``loss_every =
     eval_every`` in :func:`itlin_core.train`): that is all a record keeps, and per-step losses
-    would take 480 MB at 000 Fig. 2's paper scale (6e7 steps, two runs), in memory and in every
+    would take 480 MB at the paper scale of Goldwaser and Ge 2024, Fig. 2 (6e7 steps, two runs), in
+    memory and in every
     checkpoint. The step where a run diverged is still exact (``nonfinite_at``).
 
     Returns the :func:`itlin_core.train` history (``loss`` of shape ``(intervals, runs)``,

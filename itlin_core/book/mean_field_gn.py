@@ -20,14 +20,15 @@ from .common import per_preset
 
 @dataclasses.dataclass(frozen=True)
 class TeacherStudentConfig:
-    """Paper 003 §5.1 at a chosen scale: ``n_train`` Gaussian inputs in ``d`` dimensions, targets
+    """The teacher-student task of Arbel et al. 2023 (§5.1) at a chosen scale: ``n_train`` Gaussian
+    inputs in ``d`` dimensions, targets
     from a teacher with ``m_star`` units (``data.teacher_student``), ``n_test`` test points; a
     mean-field student (``mean_field.mean_field_net``) of ``width`` units, hidden weights
     ``N(0, tau0^2)``, last layer 0. GN (damping ``max(floor, alpha sigma_min)``) and GD with
-    constant step sizes, paper 003's convention (loss ``1/(2N) sum (f - y)^2``). A run stops
+    constant step sizes, the convention of Arbel et al. 2023 (loss ``1/(2N) sum (f - y)^2``). A run stops
     when its training loss falls below ``stop_loss`` or after ``gn_iterations`` /
     ``gd_iterations`` steps; metrics are recorded at ``n_evals`` log-spaced iterations.
-    ``tau0s`` and the step-size grids ``gn_lrs``/``gd_lrs`` are the sweeps of 003 Fig. 1 (every
+    ``tau0s`` and the step-size grids ``gn_lrs``/``gd_lrs`` are the sweeps of Arbel et al. 2023, Fig. 1 (every
     step size is run at every ``tau0``); the smallest ``tau0`` is Fig. 1 right's and Fig. 2's.
     ``n_trains`` are the training-set sizes of Fig. 5, run at ``scaling_tau0s`` with the step-size
     grids ``scaling_gn_lrs``/``scaling_gd_lrs``; ``betas`` the SiLU temperatures of Figs. 6-7
@@ -106,10 +107,11 @@ def teacher_student_problem(cfg: TeacherStudentConfig, n_train: int | None = Non
 
 
 def teacher_student_metrics(params, data: dict, activation: str = "relu", beta: float = 1.0) -> dict:
-    """003 §5.2's metrics of one student: train and test loss (``1/(2N) sum (f - y)^2``), the
+    """The metrics of Arbel et al. 2023 (§5.2) for one student: train and test loss (``1/(2N) sum
+    (f - y)^2``), the
     test loss after re-fitting the last layer on the frozen hidden features by eq. (8)
     (Test-LRfit), the weighted cosine distance to the teacher (eq. (9)) and the smallest
-    eigenvalue of the NTK matrix ``A_w = J J^T`` (003 Fig. 4 right)."""
+    eigenvalue of the NTK matrix ``A_w = J J^T`` (Arbel et al. 2023, Fig. 4 right)."""
     u, v = params["u"], params["v"]
     m = v.shape[0]
     phi = hidden_features(u, data["x_train"], activation, beta) / m
@@ -124,7 +126,7 @@ def teacher_student_metrics(params, data: dict, activation: str = "relu", beta: 
 
 def eval_schedule(iterations: int, n_evals: int) -> np.ndarray:
     """Iterations ``0 = i_0 < i_1 < ... = iterations`` at which metrics are recorded,
-    roughly log-spaced (003 Fig. 2 plots against log-iterations)."""
+    roughly log-spaced (Arbel et al. 2023 plot Fig. 2 against log-iterations)."""
     pts = np.unique(np.round(np.logspace(0, np.log10(max(iterations, 1)), n_evals)).astype(int))
     return np.concatenate([[0], pts[pts <= iterations]])
 
@@ -135,7 +137,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     """Train one student per ``(tau0s[g], lrs[g])`` pair (equal-length sequences) with ``method``
     ``"gn"`` or ``"gd"``, all in one compiled program (``vmap`` over the pairs, a ``fori_loop``
     between evaluations). Every student starts from the same standard-normal draw scaled by
-    its ``tau0`` (003 uses one seed; so does this). A student stops (its parameters freeze) once
+    its ``tau0`` (the paper uses one seed; so does this). A student stops (its parameters freeze) once
     its training loss is below ``cfg.stop_loss`` or a step overflows (divergence).
 
     Returns a dict of numpy arrays: ``iters`` ``(E,)``; ``train_loss``, ``test_loss``,
@@ -222,7 +224,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
 
 def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | None = None,
                              activation: str | None = None, beta: float | None = None) -> dict:
-    """003's RF baseline (eq. (8)): the minimum-norm least-squares last layer on the hidden
+    """The RF baseline of Arbel et al. 2023 (eq. (8)): the minimum-norm least-squares last layer on the hidden
     features at initialisation, for each ``tau0``. Its test loss is Test-LRfit at iteration 0."""
     act = activation or cfg.activation
     beta = cfg.beta if beta is None else beta

@@ -24,7 +24,8 @@ def best_final(run: dict, metric: str = "final_test_loss") -> dict:
 
 
 def run_sample_size(cfg: TeacherStudentConfig, progress=None) -> dict:
-    """003 Fig. 5 at ``cfg``'s scale: for every training-set size in ``cfg.n_trains``, GN and GD
+    """Arbel et al. 2023, Fig. 5, at ``cfg``'s scale: for every training-set size in
+    ``cfg.n_trains``, GN and GD
     over ``scaling_tau0s x scaling_*_lrs`` and RF; for each method and ``tau0`` the final metrics
     at the step size with the best final test loss (as the paper reports). Returns
     ``{"n_trains", "tau0s", "gn", "gd"`` (arrays ``(len(tau0s), len(n_trains))`` per metric,
@@ -51,7 +52,8 @@ def run_sample_size(cfg: TeacherStudentConfig, progress=None) -> dict:
 
 
 def run_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
-    """003 Figs. 6-7 at ``cfg``'s scale: with a SiLU teacher and student of each temperature in
+    """Arbel et al. 2023, Figs. 6-7, at ``cfg``'s scale: with a SiLU teacher and student of each
+    temperature in
     ``cfg.betas``, GN over ``gn_lrs`` and GD over ``silu_gd_lrs`` (``gd_lrs`` if empty) at the
     smallest ``tau0``, and RF.
     Returns ``{beta: {"gn": run, "gd": run, "rf": rf_test_loss}}``."""
@@ -68,7 +70,7 @@ def run_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
 
 
 def run_relu_vs_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
-    """003 Fig. 7 at ``cfg``'s scale: the step-size sweeps (GN over ``gn_lrs``, GD over
+    """Arbel et al. 2023, Fig. 7, at ``cfg``'s scale: the step-size sweeps (GN over ``gn_lrs``, GD over
     ``silu_gd_lrs`` or ``gd_lrs``) at ``tau0 = cfg.compare_tau0``, once with ReLU and once with
     SiLU at ``beta = 1`` (teacher and student alike). Returns ``{"relu": entry, "silu": entry}``
     with entries as in :func:`run_silu`."""
