@@ -324,8 +324,10 @@ def test_maths_renders_offline_in_chromium(smoke_book, tmp_path):
 
 
 def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
-    """Every page with a static slider: each player shows a frame, moving the slider (and the
-    previous-frame button) changes the displayed frame, and the page logs no JavaScript error."""
+    """Every page with a static slider: each slider shows a frame, names its parameter and shows
+    the current value, has written tick labels and no playback controls; moving it (and the
+    previous-value button) changes the displayed frame and the value shown; the page logs no
+    JavaScript error."""
     try:
         from selenium.webdriver.common.by import By
     except ImportError:
@@ -334,7 +336,7 @@ def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
 
     html = smoke_book.html
     pages = sorted(p.relative_to(html).as_posix() for p in (html / "book").glob("*.html")
-                   if 'class="anim-slider"' in p.read_text())
+                   if 'class="itlin-slider-range"' in p.read_text())
     assert pages, f"no page of the built book has a static slider (built into {html}; did the build fail?)"
     shots = os.environ.get("ITLIN_SCREENSHOT_DIR")
     with serve(html) as base_url, headless_chromium(tmp_path / "chromium-profile") as driver:
@@ -342,28 +344,35 @@ def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
         for page in pages:
             driver.get(f"{base_url}/{page}")
             wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
-            players = driver.find_elements(By.CSS_SELECTOR, "div.animation")
-            ids = [p.find_element(By.TAG_NAME, "img").get_attribute("id") for p in players]
+            players = driver.find_elements(By.CSS_SELECTOR, "div.itlin-slider")
+            ids = [p.get_attribute("id") for p in players]
             assert len(ids) == len(set(ids)), f"{page}: the same slider is shown more than once ({ids})"
             for n, player in enumerate(players):
                 where = f"{page}, slider {n + 1} of {len(players)}"
-                img = player.find_element(By.TAG_NAME, "img")
-                slider = player.find_element(By.CSS_SELECTOR, "input.anim-slider")
+                img = player.find_element(By.CSS_SELECTOR, "img.itlin-slider-frame")
+                slider = player.find_element(By.CSS_SELECTOR, "input.itlin-slider-range")
+                value = player.find_element(By.CSS_SELECTOR, "output.itlin-slider-value")
+                name = player.find_element(By.CSS_SELECTOR, "label.itlin-slider-name").text
                 wait.until(lambda d: (img.get_attribute("src") or "").startswith("data:image/png"),
                            message=f"{where}: no frame is displayed")
+                assert name and value.text.startswith(f"{name} = "), f"{where}: value shown as {value.text!r}"
+                ticks = [t.text for t in player.find_elements(By.CSS_SELECTOR, ".itlin-slider-tick")]
+                assert len(ticks) >= 2 and all(ticks), f"{where}: tick labels {ticks}"
+                assert not player.find_elements(By.CSS_SELECTOR, "[class*=anim-], input[type=radio]"), \
+                    f"{where}: playback controls are shown"
                 last = int(slider.get_attribute("max"))
                 assert last >= 1, f"{where}: the slider has a single frame"
-                before = img.get_attribute("src")
+                before, before_value = img.get_attribute("src"), value.text
                 driver.execute_script(
                     "const s = arguments[0]; s.value = s.max;"
-                    "s.dispatchEvent(new Event('input', {bubbles: true}));"
-                    "s.dispatchEvent(new Event('change', {bubbles: true}));", slider)
+                    "s.dispatchEvent(new Event('input', {bubbles: true}));", slider)
                 wait.until(lambda d: img.get_attribute("src") != before,
                            message=f"{where}: moving the slider did not change the displayed frame")
+                assert value.text != before_value, f"{where}: the value shown did not follow the slider"
                 at_end = img.get_attribute("src")
-                player.find_element(By.CSS_SELECTOR, "button[title='Previous frame']").click()
+                player.find_element(By.CSS_SELECTOR, "button[title='Previous value']").click()
                 wait.until(lambda d: img.get_attribute("src") != at_end,
-                           message=f"{where}: the previous-frame button did not change the frame")
+                           message=f"{where}: the previous-value button did not change the frame")
                 assert int(slider.get_attribute("value")) == last - 1, f"{where}: slider not moved by the button"
             if shots:
                 driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", players[0])

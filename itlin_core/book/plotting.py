@@ -10,6 +10,10 @@ import numpy as np
 
 from .common import k_label
 
+#: The book's figure style. Figures are shown at the page's width (about 750 px), so what a
+#: reader sees of a font is roughly ``size_pt / 72 * 750 / figure_width_in`` pixels: the sizes
+#: below keep tick labels and legends at 8 px or more up to figures 11 inches wide; wider
+#: figures (four panels in a row) are laid out in two rows instead.
 STYLE = {
     "figure.dpi": 110,
     "savefig.dpi": 110,
@@ -18,10 +22,14 @@ STYLE = {
     "grid.alpha": 0.3,
     "axes.spines.top": False,
     "axes.spines.right": False,
-    "axes.titlesize": 11,
-    "axes.labelsize": 10,
-    "legend.fontsize": 8,
+    "axes.titlesize": 12,
+    "axes.labelsize": 11.5,
+    "xtick.labelsize": 10.5,
+    "ytick.labelsize": 10.5,
+    "legend.fontsize": 10,
     "legend.frameon": False,
+    "figure.titlesize": 12,
+    "lines.linewidth": 1.8,
 }
 
 
@@ -30,19 +38,21 @@ def use_style():
     mpl.rcParams.update(STYLE)
 
 
+#: The part of viridis the finite periods are spread over: from dark blue-purple (K = 1) to
+#: yellow, leaving out the darkest end so that K = 1 stays distinct from K = inf's black.
+K_CMAP_RANGE = (0.12, 0.92)
+
+
 def k_colours(Ks):
-    """A colour per K, from dark (K = 1, gradient descent) to light (K large); K = inf is black."""
-    finite = [k for k in Ks if k is not None and k != math.inf]
+    """A colour per K, from dark (K = 1, gradient descent) to light (K large); K = inf is black.
+
+    The distinct finite periods are spread evenly over viridis by rank, not by log K, so
+    neighbouring periods (K = 1 and K = 10 beside K = 1000) never get near-identical colours."""
+    finite = sorted({int(k) for k in Ks if k is not None and k != math.inf})
     cmap = plt.get_cmap("viridis")
-    logs = np.log10([max(int(k), 1) for k in finite]) if finite else np.array([])
-    top = max(logs.max(), 1.0) if len(logs) else 1.0
-    out = {}
-    for k in Ks:
-        if k is None or k == math.inf:
-            out[k] = "black"
-        else:
-            out[k] = cmap(0.85 * math.log10(max(int(k), 1)) / top)
-    return out
+    lo, hi = K_CMAP_RANGE
+    rank = {k: (lo + (hi - lo) * i / max(len(finite) - 1, 1)) for i, k in enumerate(finite)}
+    return {k: "black" if k is None or k == math.inf else cmap(rank[int(k)]) for k in Ks}
 
 
 def run_colours(record):

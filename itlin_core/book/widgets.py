@@ -1,13 +1,21 @@
-"""Sliders that work live in Jupyter/Colab and still work in the static HTML book.
+"""Parameter sliders that work live in Jupyter/Colab and still work in the static HTML book.
 
 One helper, :func:`slider`, used by every chapter. It takes a figure and a ``draw(value)``
 function that redraws the figure for one slider value (by recomputing, or by looking up a
 precomputed sweep), and shows either
 
-* ``"static"``: every value drawn once into a :class:`matplotlib.animation.FuncAnimation`,
-  embedded as HTML/JavaScript (``to_jshtml``), whose slider and buttons step through the frames
-  with no kernel: this is what the rendered book shows; or
-* ``"live"``: an ipywidgets slider that calls ``draw`` whenever it moves (needs a kernel).
+* ``"static"``: every value drawn once into a PNG, embedded with a small HTML/JavaScript
+  parameter slider (the parameter's name, its current value, a tick label at each value, and
+  previous/next buttons; no playback controls, since a parameter is not a time axis). It needs
+  no kernel: this is what the rendered book shows; or
+* ``"live"``: an ipywidgets selection slider that calls ``draw`` whenever it moves (needs a
+  kernel), showing the same name and value.
+
+**Fixed axes.** Frames are only comparable if they share their axes, so by default
+(``fixed_axes=True``) every value is drawn once first, the x and y limits of each axes are
+recorded, and every frame is then drawn with the union of those limits (in both modes). A
+``draw`` that sets its own limits keeps them, as long as it sets the same ones for every value.
+This costs one extra ``draw`` per value; pass ``fixed_axes=False`` to skip it.
 
 The mode comes from the ``mode`` argument, else the ``ITLIN_SLIDERS`` environment variable
 (the book build and the tests set ``static``), else ``live`` when ipywidgets is importable.
@@ -15,10 +23,18 @@ The mode comes from the ``mode`` argument, else the ``ITLIN_SLIDERS`` environmen
 
 from __future__ import annotations
 
+import base64
+import html as _html
+import io
+import json
 import os
+import uuid
 from typing import Callable, Sequence
 
 import matplotlib.pyplot as plt
+
+#: At most this many values get a written tick label under the static slider (all get a tick).
+MAX_TICK_LABELS = 9
 
 
 def _mode(mode: str | None) -> str:
@@ -61,34 +77,154 @@ class Shown:
         return f"Shown({type(self.obj).__name__})"
 
 
-def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable = "{:g}".format,
-           mode: str | None = None, interval_ms: int = 500):
-    """Show ``fig`` with a slider over ``values``; ``draw(value)`` redraws the figure.
+def _union(limits):
+    """The smallest interval holding every ``(a, b)`` in ``limits``, oriented like the first
+    (an inverted axis stays inverted)."""
+    lo = min(min(a, b) for a, b in limits)
+    hi = max(max(a, b) for a, b in limits)
+    a, b = limits[0]
+    return (lo, hi) if a <= b else (hi, lo)
 
-    The current value is written into the figure's title (``"label = value"``), so a static
-    frame always says which value it shows. Returns the displayed object (an ``IPython``
-    ``HTML`` object in static mode, the ipywidgets container in live mode) wrapped in
-    :class:`Shown`, so that a cell ending in ``slider(...)`` does not display it a second time.
-    In static mode the figure is closed afterwards, so no extra still image appears below the
-    animation.
+
+def shared_limits(fig, draw: Callable, values: Sequence):
+    """Draw every value once and return, per axes of ``fig``, the union of its x and y limits
+    over all values: ``[(xlim, ylim), ...]`` in the order of ``fig.axes``. ``None`` when the
+    figure's axes change from value to value (then the limits cannot be shared)."""
+    per_value = []
+    for v in values:
+        draw(v)
+        per_value.append([(ax.get_xlim(), ax.get_ylim()) for ax in fig.axes])
+    if len({len(p) for p in per_value}) != 1:
+        return None
+    return [(_union([p[k][0] for p in per_value]), _union([p[k][1] for p in per_value]))
+            for k in range(len(per_value[0]))]
+
+
+def _tick_positions(n: int) -> list[int]:
+    """Indices of the values that get a written tick label: all of them up to
+    ``MAX_TICK_LABELS``, else that many evenly spread, always the first and the last."""
+    if n <= MAX_TICK_LABELS:
+        return list(range(n))
+    return sorted({round(k * (n - 1) / (MAX_TICK_LABELS - 1)) for k in range(MAX_TICK_LABELS)})
+
+
+def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, alt: str = "") -> str:
+    """The static parameter slider: ``frames_png[i]`` is shown for ``labels[i]``.
+
+    A range input with one step per value, the parameter's name and current value beside it,
+    written tick labels under it (see :func:`_tick_positions`), previous/next buttons, and the
+    frame. Self-contained (no kernel, no external script); element ids are unique per call."""
+    if len(frames_png) != len(labels) or not labels:
+        raise ValueError("static_html needs one label per frame and at least one frame.")
+    uid = "itlin-slider-" + uuid.uuid4().hex[:12]
+    n = len(labels)
+
+    def esc(text):   # HTML-escaped and ASCII-only (character references), whatever the page's encoding
+        return _html.escape(str(text)).encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+    ticks = "".join(
+        f'<span class="itlin-slider-tick" style="left: {100 * i / max(n - 1, 1):.4f}%">{esc(labels[i])}</span>'
+        for i in _tick_positions(n))
+    options = "".join(f'<option value="{i}"></option>' for i in range(n))
+    frames = json.dumps([base64.b64encode(p).decode("ascii") for p in frames_png])
+    names = json.dumps(list(labels))
+    return f"""<div class="itlin-slider" id="{uid}">
+<style>
+#{uid} .itlin-slider-row {{display: flex; align-items: center; gap: 0.6em; max-width: 40em; flex-wrap: wrap;}}
+#{uid} .itlin-slider-name {{font-weight: 600;}}
+#{uid} .itlin-slider-track {{flex: 1 1 14em; min-width: 10em; position: relative; padding-bottom: 1.9em;}}
+#{uid} input[type=range] {{width: 100%; margin: 0;}}
+#{uid} .itlin-slider-tick {{position: absolute; top: 1.75em; transform: translateX(-50%); font-size: 0.8em; white-space: nowrap;}}
+#{uid} .itlin-slider-tick:first-of-type {{transform: none;}}
+#{uid} .itlin-slider-tick:last-of-type {{transform: translateX(-100%);}}
+#{uid} output {{font-variant-numeric: tabular-nums; min-width: 6em;}}
+#{uid} button {{min-width: 2em;}}
+#{uid} img {{max-width: 100%; height: auto; display: block; margin-top: 0.4em;}}
+</style>
+<div class="itlin-slider-row">
+<label class="itlin-slider-name" for="{uid}-range">{esc(label)}</label>
+<button type="button" class="itlin-slider-prev" title="Previous value" aria-label="previous value of {esc(label)}">&#8249;</button>
+<div class="itlin-slider-track">
+<input type="range" class="itlin-slider-range" id="{uid}-range" min="0" max="{n - 1}" step="1" value="0" list="{uid}-ticks" aria-valuetext="{esc(label)} = {esc(labels[0])}">
+<datalist id="{uid}-ticks">{options}</datalist>
+{ticks}
+</div>
+<button type="button" class="itlin-slider-next" title="Next value" aria-label="next value of {esc(label)}">&#8250;</button>
+<output class="itlin-slider-value" for="{uid}-range">{esc(label)} = {esc(labels[0])}</output>
+</div>
+<img class="itlin-slider-frame" id="{uid}-img" alt="{esc(alt or label)}">
+<script>
+(function () {{
+  const root = document.getElementById("{uid}");
+  const frames = {frames};
+  const names = {names};
+  const range = root.querySelector("input.itlin-slider-range");
+  const value = root.querySelector("output.itlin-slider-value");
+  const img = root.querySelector("img.itlin-slider-frame");
+  function show(i) {{
+    i = Math.max(0, Math.min(frames.length - 1, i));
+    range.value = i;
+    img.src = "data:image/png;base64," + frames[i];
+    value.textContent = {json.dumps(label)} + " = " + names[i];
+    range.setAttribute("aria-valuetext", value.textContent);
+  }}
+  range.addEventListener("input", function () {{ show(+range.value); }});
+  range.addEventListener("change", function () {{ show(+range.value); }});
+  root.querySelector("button.itlin-slider-prev").addEventListener("click", function () {{ show(+range.value - 1); }});
+  root.querySelector("button.itlin-slider-next").addEventListener("click", function () {{ show(+range.value + 1); }});
+  show(0);
+}})();
+</script>
+</div>"""
+
+
+def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable = "{:g}".format,
+           mode: str | None = None, fixed_axes: bool = True, alt: str = ""):
+    """Show ``fig`` with a parameter slider over ``values``; ``draw(value)`` redraws the figure.
+
+    The current value is written beside the slider and into the figure's title
+    (``"label = value"``), so a frame always says which value it shows. With ``fixed_axes``
+    every frame has the same axis limits (the union over all values; see the module
+    docstring). ``alt`` describes the figure for screen readers (static mode). Returns the
+    displayed object (an ``IPython`` ``HTML`` object in static mode, the ipywidgets container
+    in live mode) wrapped in :class:`Shown`, so that a cell ending in ``slider(...)`` does not
+    display it a second time. The figure is closed afterwards, so no extra still image appears.
+
+    Example::
+
+        fig, ax = plt.subplots()
+        xs = np.linspace(0, 1, 50)
+        slider(fig, lambda k: (ax.clear(), ax.plot(xs, xs ** k)), [1, 2, 3], label="k")
     """
     values = list(values)
     if not values:
-        raise ValueError("slider needs at least one value.")
+        raise ValueError("slider needs at least one value in values, got none.")
+    if not isinstance(label, str) or not label:
+        raise TypeError(f"slider's label must be a non-empty string (the parameter's name), got {label!r}.")
+    if not callable(draw):
+        raise TypeError(f"slider's draw must be a function draw(value) that redraws the figure, got {draw!r}.")
     from IPython.display import HTML, display
+
+    limits = shared_limits(fig, draw, values) if fixed_axes and len(values) > 1 else None
 
     def frame(i):
         v = values[i]
         draw(v)
+        if limits is not None and len(fig.axes) == len(limits):
+            for ax, (xlim, ylim) in zip(fig.axes, limits):
+                ax.set_xlim(xlim)
+                ax.set_ylim(ylim)
         fig.suptitle(f"{label} = {fmt(v)}", fontsize=11)
         fig.tight_layout()
-        return []
 
     if _mode(mode) == "static":
-        from matplotlib import animation
-
-        anim = animation.FuncAnimation(fig, frame, frames=len(values), interval=interval_ms, blit=False)
-        html = HTML(anim.to_jshtml(default_mode="once"))
+        pngs = []
+        for i in range(len(values)):
+            frame(i)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=fig.dpi)
+            pngs.append(buf.getvalue())
+        html = HTML(static_html(pngs, [fmt(v) for v in values], label, alt))
         plt.close(fig)
         display(html)
         return Shown(html)
@@ -114,4 +250,4 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
     return Shown(box)
 
 
-__all__ = ["slider", "Shown"]
+__all__ = ["slider", "Shown", "shared_limits", "static_html"]
