@@ -135,3 +135,23 @@ def test_book_layer_arrows():
             if there in chapters:
                 assert here in chapters and (here, there) in BUILDS_ON, \
                     f"{mod} imports the chapter module {dep}"
+
+
+def test_every_public_name_has_one_place_on_the_api_pages():
+    """The API reference is split by topic (book/api/*.md, listed under book/api in _toc.yml):
+    every name of ``itlin_core.__all__`` is documented on exactly one page, every page is in the
+    table of contents, and nothing documented there is missing from ``__all__``."""
+    import itlin_core
+
+    pages = sorted((ROOT / "book" / "api").glob("*.md"))
+    toc = (ROOT / "_toc.yml").read_text()
+    assert pages and all(f"book/api/{p.stem}" in toc for p in pages), "an API page is not in _toc.yml"
+    where = {}
+    for page in pages:
+        for name in re.findall(r"^\.\. auto(?:function|class):: (\w+)", page.read_text(), flags=re.M):
+            where.setdefault(name, []).append(page.name)
+    missing = sorted(set(itlin_core.__all__) - set(where))
+    twice = {n: p for n, p in where.items() if len(p) > 1}
+    unknown = sorted(set(where) - set(itlin_core.__all__))
+    assert not missing and not twice and not unknown, \
+        f"API pages: missing {missing}, documented twice {twice}, not in __all__ {unknown}"

@@ -201,7 +201,10 @@ def test_whole_book_builds_at_smoke_preset_without_warnings(smoke_book):
         assert "Traceback" not in page and 'class="output stderr"' not in page
         assert re.search(rf"colab\.research\.google\.com/github/[^\"]+/blob/main/book/{chapter}\.ipynb", page), \
             f"{chapter}: no (or a malformed) Colab launch link"
-    assert "itlin_core.gn_step" in (html / "book" / "api.html").read_text()
+    api = (html / "book" / "api" / "gauss_newton.html").read_text()
+    assert 'id="itlin_core.gn_step"' in api and "_modules/itlin_core/gauss_newton.html" in api, \
+        "the API page documents itlin_core.gn_step with a link to its source"
+    assert "Alias for field number" not in (html / "book" / "api" / "iterative.html").read_text()
     # markdown outputs (the image chapters' scale tables) render as tables, not as raw pipes
     raw = [p.name for p in sorted((html / "book").glob("*.html")) if re.search(r"\|\s*(?:—|–|---)\s*\|", p.read_text())]
     assert not raw, f"pages with a table printed as raw pipes: {raw}"
@@ -214,7 +217,7 @@ def test_whole_book_builds_at_smoke_preset_without_warnings(smoke_book):
         assert (html / "_static" / "mathjax" / part).exists(), f"_static/mathjax/{part} was not copied"
     # what readers should not see: the Checks blocks (executed, tagged remove-cell) and shorthand
     from test_notebooks_format import shorthand_in
-    for page in sorted((html / "book").glob("*.html")):
+    for page in sorted((html / "book").rglob("*.html")):
         text = page.read_text()
         assert 'id="checks"' not in text, f"{page.name}: the Checks block is shown to readers"
         visible = re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", " ", text, flags=re.S))

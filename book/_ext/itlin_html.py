@@ -7,6 +7,10 @@ from the ``django-static-mathjax`` package (pinned in requirements.txt) into
 ``_static/mathjax`` when the HTML build finishes: the combined TeX/MathML/CHTML file and the
 parts it loads on demand (TeX extensions, CHTML fonts, menu and accessibility), about 8 MB.
 
+**NamedTuple fields on the API pages.** autodoc documents each field of a NamedTuple as a
+member whose docstring is Python's "Alias for field number N"; the classes document their
+fields in an ``Attributes:`` section instead, so those members are skipped.
+
 **Duplicated inline scripts.** Inline scripts appear twice on every page. Under Sphinx 7.4 (the version Jupyter Book 1
 pins), an extension that calls ``app.add_js_file(None, body=...)`` once the HTML builder exists
 (sphinx-togglebutton and sphinx-thebe do, in ``builder-inited`` and ``env-before-read-docs``)
@@ -97,9 +101,17 @@ def dedupe_scripts(app, pagename, templatename, context, doctree):
         context["script_files"] = unique
 
 
+def skip_namedtuple_aliases(app, what, name, obj, skip, options):
+    doc = getattr(obj, "__doc__", None) or ""
+    if what == "class" and doc.startswith("Alias for field number"):
+        return True
+    return None
+
+
 def setup(app):
     # late priority: after extensions that add page-specific scripts in html-page-context
     app.connect("html-page-context", dedupe_scripts, priority=900)
     app.connect("config-inited", check_mathjax_path)
     app.connect("build-finished", copy_mathjax)
+    app.connect("autodoc-skip-member", skip_namedtuple_aliases)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -152,7 +152,18 @@ def figure_6(results, source):
     outside = float(np.mean(np.abs(F[cols]) > r))
     print(f"largest |change| shown: {largest:.3g}; entries clipped by the mapping: {100 * outside:.1f} %")
 
-    # the same change as one number per run: the norm of the three filters' change against steps
+
+def figure_6_norms(results, source):
+    """The change of :func:`figure_6` as one number per run: the norm of the recorded filters'
+    change from initialisation against training steps (one figure, so it can have its own
+    numbered caption)."""
+    if results is None:
+        print("Fig. 6 (filter-change norms) not shown: no recorded result.")
+        return
+    rec = results["fig5_6"]
+    F = np.asarray(rec["filters"], dtype=np.float64)
+    steps = np.asarray(rec["eval_step"])
+    n_runs = F.shape[1]
     norms = np.sqrt(np.nansum(F.reshape(len(steps), n_runs, -1) ** 2, axis=-1))
     colours = plotting.run_colours(rec)
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
@@ -165,4 +176,4 @@ def figure_6(results, source):
     plt.show()
 
 
-__all__ = ["PAPER_RANGE", "runs", "size_groups", "figure_4", "figure_5", "figure_6"]
+__all__ = ["PAPER_RANGE", "runs", "size_groups", "figure_4", "figure_5", "figure_6", "figure_6_norms"]
