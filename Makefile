@@ -4,7 +4,8 @@
 # Other targets: make venv (environment only), make clean (remove _build).
 #
 # Override the experiment scale of the book build with e.g. `make book ITLIN_PRESET=smoke`
-# (presets: smoke, book, colab, paper; see README.md).
+# (presets: smoke, book, colab, paper; see README.md). `make book SOLUTIONS=hide` builds the
+# book for a class, without the exercises' solutions (they are still executed).
 
 SHELL        := /bin/bash
 PYTHON       ?= python3
@@ -21,6 +22,8 @@ CACHE_KEY    := $(BUILD_DIR)/.itlin_cache_key
 # Notebooks executed at once by `make book` (itlin_core.book.execution fills the cache above
 # before Jupyter Book renders; a notebook it could not run is executed again by the build).
 JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
+# show | hide: the exercises' solutions in the built pages (book/_ext/itlin_html.py)
+SOLUTIONS    ?= show
 
 .PHONY: venv book test clean
 
@@ -34,6 +37,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@touch $@
 
 book: $(STAMP)
+	@case "$(SOLUTIONS)" in show|hide) ;; *) echo "SOLUTIONS must be show or hide, got '$(SOLUTIONS)'." >&2; exit 2;; esac
 	@mkdir -p $(BUILD_DIR)
 	@key=$$( { echo "preset=$(ITLIN_PRESET)"; cat requirements.txt; \
 	          find itlin_core book/results -type f \( -name '*.py' -o -name '*.json' \) 2>/dev/null \
@@ -46,9 +50,9 @@ book: $(STAMP)
 	JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
 	  $(VENV_PY) -m itlin_core.book.execution --jobs $(JOBS) --cache $(JCACHE)
 	JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
-	  $(VENV)/bin/jupyter-book build . --all
+	  ITLIN_HIDE_SOLUTIONS=$(if $(filter hide,$(SOLUTIONS)),1,0) $(VENV)/bin/jupyter-book build . --all
 	@echo
-	@echo "Book built (ITLIN_PRESET=$(ITLIN_PRESET)): $(CURDIR)/$(BUILD_DIR)/html/index.html"
+	@echo "Book built (ITLIN_PRESET=$(ITLIN_PRESET), solutions: $(SOLUTIONS)): $(CURDIR)/$(BUILD_DIR)/html/index.html"
 	@echo "Open it in a browser, or serve it with: python3 -m http.server -d $(BUILD_DIR)/html"
 
 # pytest's exit status is passed on unchanged (make itself then exits 2). If the

@@ -35,8 +35,9 @@ STRICT = ("-W", "--keep-going")
 pytestmark = pytest.mark.skipif(not JB.exists(), reason="jupyter-book is not installed in this environment")
 
 
-def build(root, out, *flags):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", ITLIN_PRESET="smoke", ITLIN_PROGRESS="off", ITLIN_SLIDERS="static")
+def build(root, out, *flags, env=None):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", ITLIN_PRESET="smoke", ITLIN_PROGRESS="off", ITLIN_SLIDERS="static",
+               **(env or {}))
     return subprocess.run([str(JB), "build", str(root), "--path-output", str(out), *flags], env=env,
                           capture_output=True, text=True, timeout=2400)   # a guard against a hang only
 
@@ -174,6 +175,26 @@ def test_workers_share_the_cores_out(monkeypatch):
 def test_execute_into_cache_refuses_a_bad_number_of_jobs(tmp_path, jobs):
     with pytest.raises(ValueError, match="jobs must be a positive integer"):
         execution.execute_into_cache(tmp_path, tmp_path / "cache", jobs=jobs)
+
+
+@pytest.mark.parametrize("hide", [False, True])
+def test_solutions_can_be_hidden_for_a_class(tmp_path, hide):
+    """ITLIN_HIDE_SOLUTIONS=1 (make book SOLUTIONS=hide) removes every solution from the page,
+    the code cells of a gated solution included, and keeps the exercise and everything after."""
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": "# Chapter\n\n```{exercise} Do it\n:label: ex-t-1\n"
+              "Compute.\n```\n\n```{solution-start} ex-t-1\n:class: dropdown\n```\nThe SOLUTION_TEXT is"},
+             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": "print('SOLUTION_CODE')"},
+             {"cell_type": "markdown", "metadata": {}, "source": "```{solution-end}\n```\n\nAFTER_TEXT"},
+             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": "print('AFTER_CODE')"}]
+    nb = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    book = small_book(tmp_path, {"page.ipynb": json.dumps(nb)})
+    result = build(book, tmp_path / "out", *STRICT, env={"ITLIN_HIDE_SOLUTIONS": "1" if hide else "0"})
+    assert result.returncode == 0 and not sphinx_warnings(result), (result.stdout + result.stderr)[-3000:]
+    page = (tmp_path / "out" / "_build" / "html" / "book" / "page.html").read_text()
+    for text in ["SOLUTION_TEXT", "SOLUTION_CODE"]:
+        assert (text in page) != hide, f"{text} {'shown' if hide else 'missing'} with hide={hide}"
+    assert "AFTER_TEXT" in page and "AFTER_CODE" in page and "Compute." in page
 
 
 def test_a_sphinx_warning_fails_the_strict_build(tmp_path):

@@ -11,6 +11,12 @@ parts it loads on demand (TeX extensions, CHTML fonts, menu and accessibility), 
 member whose docstring is Python's "Alias for field number N"; the classes document their
 fields in an ``Attributes:`` section instead, so those members are skipped.
 
+**Solutions hidden for a class.** ``itlin_hide_solutions: true``, or the environment variable
+``ITLIN_HIDE_SOLUTIONS=1`` (what ``make book SOLUTIONS=hide`` sets),
+removes every solution from the pages, including the code cells of gated solutions
+(``solution-start``/``solution-end``), which sphinx-exercise's own ``hide_solutions`` leaves
+on the page. The cells are still executed, so the build still checks them.
+
 **Duplicated inline scripts.** Inline scripts appear twice on every page. Under Sphinx 7.4 (the version Jupyter Book 1
 pins), an extension that calls ``app.add_js_file(None, body=...)`` once the HTML builder exists
 (sphinx-togglebutton and sphinx-thebe do, in ``builder-inited`` and ``env-before-read-docs``)
@@ -50,6 +56,14 @@ def mathjax_source() -> pathlib.Path:
         raise ExtensionError(f"the installed MathJax package has no {MATHJAX_FILES[0]} under {es5}; "
                              "reinstall django-static-mathjax (see requirements.txt).")
     return es5
+
+
+def solutions_from_environment(app, config):
+    value = os.environ.get("ITLIN_HIDE_SOLUTIONS", "").strip().lower()
+    if value in ("1", "true", "yes"):
+        config.itlin_hide_solutions = True
+    elif value not in ("", "0", "false", "no"):
+        raise ExtensionError(f"ITLIN_HIDE_SOLUTIONS must be 1 (hide the solutions) or 0, got {value!r}.")
 
 
 def check_mathjax_path(app, config):
@@ -108,10 +122,23 @@ def skip_namedtuple_aliases(app, what, name, obj, skip, options):
     return None
 
 
+def hide_solutions(app, doctree):
+    """Remove every solution (gated ones are one node once sphinx-exercise has joined them)."""
+    if not app.config.itlin_hide_solutions:
+        return
+    from sphinx_exercise.nodes import solution_end_node, solution_node, solution_start_node
+
+    for node in list(doctree.findall(lambda n: isinstance(n, (solution_node, solution_start_node, solution_end_node)))):
+        node.parent.remove(node)
+
+
 def setup(app):
     # late priority: after extensions that add page-specific scripts in html-page-context
     app.connect("html-page-context", dedupe_scripts, priority=900)
     app.connect("config-inited", check_mathjax_path)
     app.connect("build-finished", copy_mathjax)
     app.connect("autodoc-skip-member", skip_namedtuple_aliases)
+    app.add_config_value("itlin_hide_solutions", False, "env")
+    app.connect("config-inited", solutions_from_environment)
+    app.connect("doctree-read", hide_solutions)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
