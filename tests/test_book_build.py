@@ -347,6 +347,56 @@ def test_maths_renders_offline_in_chromium(smoke_book, tmp_path):
         assert not console_errors(driver, base_url), console_errors(driver, base_url)
 
 
+def test_chapters_read_well_at_desktop_and_phone_widths(smoke_book, tmp_path):
+    """Every chapter in headless Chromium at a desktop (1280 px) and a phone (420 px) width: the
+    maths is typeset, the page does not scroll sideways (wide code and tables scroll in their
+    own boxes), every figure has a numbered caption, and at desktop width the figures are not
+    shrunk so far that the style's smallest font (legends and ticks) falls below 8 px on screen.
+    Screenshots go to $ITLIN_SCREENSHOT_DIR when it is set (never into the repository)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    sys.path.insert(0, str(ROOT))
+    from itlin_core.book import plotting
+
+    smallest_pt = min(float(plotting.STYLE[k]) for k in ["legend.fontsize", "xtick.labelsize", "ytick.labelsize"])
+    natural_px = smallest_pt / 72 * plotting.STYLE["savefig.dpi"]     # in the PNG, before the page scales it
+    html = smoke_book.html
+    chapters = [p.stem for p in execution.toc_notebooks(ROOT)]
+    shots = os.environ.get("ITLIN_SCREENSHOT_DIR")
+    problems = []
+    with serve(html) as base_url, headless_chromium(tmp_path / "chromium-profile") as driver:
+        for width, name in [(1280, "desktop"), (420, "phone")]:
+            driver.set_window_size(width, 1000)
+            for chapter in chapters:
+                driver.get(f"{base_url}/book/{chapter}.html")
+                WebDriverWait(driver, 60).until(
+                    lambda d: d.execute_script("return document.readyState") == "complete"
+                    and d.execute_script("return !document.querySelector('div.math') || "
+                                         "!!document.querySelector('mjx-container')"),
+                    message=f"{chapter} ({name}): MathJax did not typeset the page")
+                overflow = driver.execute_script(
+                    "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+                if overflow > 2:
+                    problems.append(f"{chapter} ({name}): the page scrolls sideways by {overflow} px")
+                figures = driver.execute_script(
+                    "return [...document.querySelectorAll('figure img')].map(i => [i.naturalWidth, "
+                    "i.getBoundingClientRect().width, !!i.closest('figure').querySelector('.caption-number')])")
+                for natural, shown, numbered in figures:
+                    if not numbered:
+                        problems.append(f"{chapter} ({name}): a figure without a numbered caption")
+                    if name == "desktop" and natural and natural_px * shown / natural < 8:
+                        problems.append(f"{chapter}: a figure {natural} px wide is shown {shown:.0f} px wide, so "
+                                        f"{smallest_pt:g} pt text is {natural_px * shown / natural:.1f} px")
+                unnumbered = driver.execute_script(
+                    "return [...document.querySelectorAll('.cell_output img')].filter(i => !i.closest('figure') "
+                    "&& !i.closest('.itlin-slider')).length")
+                if unnumbered:
+                    problems.append(f"{chapter} ({name}): {unnumbered} output image(s) without a figure caption")
+                if shots:
+                    driver.save_screenshot(str(pathlib.Path(shots) / f"{chapter}-{name}.png"))
+    assert not problems, "\n".join(problems)
+
+
 def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
     """Every page with a static slider: each slider shows a frame, names its parameter and shows
     the current value, has written tick labels and no playback controls; moving it (and the

@@ -2,6 +2,7 @@
 legible once a figure is shrunk to the page's width."""
 
 import math
+import re
 
 import matplotlib
 import numpy as np
@@ -36,7 +37,38 @@ def test_neighbouring_periods_get_distinct_colours(Ks):
 def test_fonts_stay_legible_at_page_width():
     """A figure of width W inches shown 750 px wide draws a size-s font at about s/72*750/W px;
     the style keeps tick labels and legends at 8 px or more for figures up to 11 inches wide."""
-    page_px, widest_in = 750, 11
+    page_px, widest_in = 750, plotting.MAX_FIG_WIDTH
     for key in ["legend.fontsize", "xtick.labelsize", "ytick.labelsize", "axes.labelsize", "axes.titlesize"]:
         size = float(plotting.STYLE[key])
         assert size / 72 * page_px / widest_in >= 8, f"{key} = {size} pt is below 8 px on the page"
+
+
+def figure_widths():
+    """(where, width expression) of every ``figsize=(width, ...)`` in the chapters and the book layer."""
+    import json
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    sources = [(p, "\n".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code"))
+               for p in sorted((root / "book").glob("*.ipynb"))]
+    sources += [(p, p.read_text()) for p in sorted((root / "itlin_core" / "book").glob("*.py"))]
+    for path, text in sources:
+        for m in re.finditer(r"figsize=\(", text):
+            depth, i = 0, m.end()
+            while not (depth == 0 and text[i] == ","):   # the width: up to the first top-level comma
+                depth += text[i] in "([{"
+                depth -= text[i] in ")]}"
+                i += 1
+            width = " ".join(text[m.end():i].split())
+            yield f"{path.name}: figsize=({width}, ...)", width
+
+
+def test_no_figure_is_wider_than_the_page_allows():
+    """Fonts are sized for figures up to MAX_FIG_WIDTH inches; a literal width above it, or a
+    width that grows with the number of panels without a cap, would shrink them below legibility."""
+    widths = list(figure_widths())
+    assert len(widths) > 20, "the scan found too few figures; is it broken?"
+    too_wide = [where for where, w in widths if re.fullmatch(r"[0-9.]+", w) and float(w) > plotting.MAX_FIG_WIDTH]
+    uncapped = [where for where, w in widths if not re.fullmatch(r"[0-9.]+", w) and "MAX_FIG_WIDTH" not in w]
+    assert not too_wide and not uncapped, f"too wide: {too_wide}; width not capped by MAX_FIG_WIDTH: {uncapped}"

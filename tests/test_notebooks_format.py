@@ -101,3 +101,14 @@ def test_the_shorthand_pattern_finds_what_it_should():
         assert shorthand_in(bad), bad
     for fine in ["10 000 images", "50,000 images", "$K = 20\\,000$", "$$ (eq-gn)", "{eq}`eq-gn`", "Goldwaser and Ge 2024, Fig. 5"]:
         assert not shorthand_in(fine), fine
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_shown_to_readers_fits_the_page(path):
+    """Code lines longer than 90 characters scroll sideways on the page; cells removed from the
+    page (the Colab install cell, the Checks block) are exempt."""
+    long = []
+    for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+        if cell["cell_type"] == "code" and "remove-cell" not in cell["metadata"].get("tags", []):
+            long += [f"cell {i}: {line[:60]}..." for line in "".join(cell["source"]).split("\n") if len(line) > 90]
+    assert not long, f"{path.name}: code lines over 90 characters: {long}"

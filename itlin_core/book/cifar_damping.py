@@ -50,21 +50,21 @@ def figure_8(results, source):
     big = max(range(len(adam["Ks"])), key=lambda i: adam["Ks"][i] or math.inf)
     small = [i for i, K in enumerate(adam["Ks"]) if K == 1]
     red = ["tab:red"] * len(adam["Ks"])
-    fig, axes = plt.subplots(1, 2, figsize=(11.5, 3.9))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     plotting.plot_record_curves(axes[0], sgd, "test_accuracy_proxy", colours=["tab:blue"], label_suffix=" (SGD)")
     plotting.plot_record_curves(axes[0], adam, "test_accuracy_proxy", colours=["tab:orange"] * len(adam["Ks"]),
                                 label_suffix=" (Adam)", linestyle=":", runs=small)
     plotting.plot_record_curves(axes[0], adam, "test_accuracy_proxy", colours=red,
                                 label_suffix=" (Adam, each linearisation solved)", runs=[big])
     axes[0].set(title="Test accuracy")
-    axes[0].legend(loc="lower right", fontsize=8)
+    axes[0].legend(loc="lower right")
     plotting.plot_record_curves(axes[1], adam, "train_accuracy_proxy", colours=red, label_suffix=": proxy (trained)",
                                 runs=[big])
     plotting.plot_record_curves(axes[1], adam, "train_accuracy_network", colours=red, label_suffix=": network",
                                 linestyle="--", runs=[big])
     plotting.mark_feature_updates(axes[1], adam, runs=[big])
     axes[1].set(title="Training accuracy, large K (dotted: feature updates)")
-    axes[1].legend(loc="lower right", fontsize=8)
+    axes[1].legend(loc="lower right")
     fig.suptitle(f"Fig. 8 (LeNet-50): solving each linearisation with Adam, {source}", fontsize=10)
     fig.tight_layout()
     plt.show()
@@ -86,12 +86,12 @@ def figure_9(results, source):
         return
     rec = results["fig9"]
     lams = np.asarray(rec["dampings"], dtype=float)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.9))
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.7))
     plotting.plot_record_curves(axes[0], rec, "test_accuracy_proxy")
     axes[0].set(title="Test accuracy")
     plotting.plot_record_curves(axes[1], rec, "train_accuracy_proxy")
     axes[1].set(title="Training accuracy (of the proxy)")
-    axes[0].legend(loc="lower right", fontsize=8)
+    axes[0].legend(loc="lower right")
     positive = lams[lams > 0]
     x0 = positive.min() / 10 if len(positive) else 1.0
     xs = np.where(lams > 0, lams, x0)
@@ -102,7 +102,7 @@ def figure_9(results, source):
     axes[2].set_xticks(xs, ["0" if v == 0 else f"{v:g}" for v in lams])
     axes[2].minorticks_off()
     axes[2].set(xlabel="damping λ (proximal weight)", ylabel="test accuracy (%)", title="Test accuracy against λ")
-    axes[2].legend(loc="lower right", fontsize=8)
+    axes[2].legend(loc="lower right")
     fig.suptitle(f"Fig. 9 bottom (LeNet-50, Adam, K={rec['Ks'][0]}): damping each linearisation, {source}",
                  fontsize=10)
     fig.tight_layout()

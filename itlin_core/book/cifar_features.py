@@ -130,7 +130,7 @@ def figure_6(results, source):
     mapping = (f"[-{r:g}, {r:g}] -> [0, 1], the paper's mapping" if r == PAPER_RANGE
                else f"[-{r:.2g}, {r:.2g}] -> [0, 1], relative to the largest change shown (paper: [-0.5, 0.5])")
     fig, axes = plt.subplots(n_filters * n_runs, len(cols), squeeze=False,
-                             figsize=(1.1 * len(cols) + 1.6, 1.1 * n_filters * n_runs + 0.8))
+                             figsize=(min(1.1 * len(cols) + 1.6, plotting.MAX_FIG_WIDTH), 1.1 * n_filters * n_runs + 0.8))
     for j in range(n_filters):
         for k in range(n_runs):
             row = j * n_runs + k

@@ -129,7 +129,7 @@ def figure_11(results, source):
         return
     full, mini = results["fig11_full"], results["fig11_mini"]
     c = full["config"]["lr"] / mini["config"]["lr"]            # the factor between the two learning rates
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.7), sharey=True)
     plotting.plot_record_curves(axes[0], full, "test_accuracy_proxy")
     axes[0].set(title=f"Full batch, lr {full['config']['lr']:g}")
     plotting.plot_record_curves(axes[1], mini, "test_accuracy_proxy")

@@ -33,6 +33,10 @@ STYLE = {
 }
 
 
+#: The widest figure the book draws, in inches: wider ones put their panels in two rows.
+MAX_FIG_WIDTH = 11.0
+
+
 def use_style():
     """Apply the book's matplotlib style (call once per notebook)."""
     mpl.rcParams.update(STYLE)
@@ -126,4 +130,4 @@ def k_axis(ax, Ks) -> list:
     return xs
 
 
-__all__ = ["use_style", "k_colours", "STYLE", "run_colours", "plot_record_curves", "mark_feature_updates", "k_axis"]
+__all__ = ["use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates", "k_axis"]

@@ -64,7 +64,7 @@ def figure_10(results, source):
     if results is None:
         print("Fig. 10 not shown: no recorded result.")
         return
-    fig, axes = plt.subplots(1, 2, figsize=(11.5, 3.9), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
     for ax, name, title in zip(axes, ("fig10_plain", "fig10_bn"),
                                ("without BatchNorm", "with BatchNorm and augmentation")):
         rec = results[name]
@@ -73,7 +73,7 @@ def figure_10(results, source):
         plotting.plot_record_curves(ax, rec, "test_accuracy_network", label_suffix=": network", linestyle="--", runs=big)
         plotting.mark_feature_updates(ax, rec, runs=big)
         ax.set(title=f"ResNet-18 {title}, lr {rec['config']['lr']:g}")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="lower right")
     axes[1].set_ylabel("")
     fig.suptitle(f"Fig. 10: ResNet-18 on CIFAR10, K=1 against a large K, {source}", fontsize=10)
     fig.tight_layout()
@@ -95,13 +95,13 @@ def figure_1(results, source):
     if results is None:
         print("Fig. 1 (workshop paper) not shown: no recorded result.")
         return
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.9))
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.7))
     for ax, name in zip(axes, FIG1):
         rec = results[name]
         plotting.plot_record_curves(ax, rec, "test_accuracy_proxy")
         cfg = rec["config"]
         ax.set(title=f"{cfg['dataset'].upper()}, lr {cfg['lr']:g} (group {name})")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="lower right")
     fig.suptitle(f"Workshop paper Fig. 1 (LeNet-50): test accuracy per K; x = diverged, {source}", fontsize=10)
     fig.tight_layout()
     plt.show()
