@@ -207,9 +207,9 @@ def test_a_sphinx_warning_fails_the_strict_build(tmp_path):
 
 def test_whole_book_builds_at_smoke_preset_without_warnings(smoke_book):
     result = smoke_book.result
-    warnings = sphinx_warnings(result)
-    assert not warnings, "the book build printed Sphinx warnings (fix them; the build runs with -W):\n" + \
-        "\n".join(warnings)
+    found = sphinx_warnings(result)
+    assert not found, "the book build printed Sphinx warnings (fix them; the build runs with -W):\n" + \
+        "\n".join(found)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     if os.environ.get("ITLIN_TEST_BOOK_DIR"):
         missed = sorted({p.stem for p in execution.toc_notebooks(ROOT)} - set(smoke_book.cached))
@@ -430,6 +430,8 @@ def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
                 wait.until(lambda d: (img.get_attribute("src") or "").startswith("data:image/png"),
                            message=f"{where}: no frame is displayed")
                 assert name and value.text.startswith(f"{name} = "), f"{where}: value shown as {value.text!r}"
+                captions = player.find_elements(By.CSS_SELECTOR, ".itlin-slider-caption")
+                assert captions and captions[0].text.strip(), f"{where}: the slider has no caption"
                 ticks = [t.text for t in player.find_elements(By.CSS_SELECTOR, ".itlin-slider-tick")]
                 assert len(ticks) >= 2 and all(ticks), f"{where}: tick labels {ticks}"
                 assert not player.find_elements(By.CSS_SELECTOR, "[class*=anim-], input[type=radio]"), \

@@ -112,3 +112,16 @@ def test_code_shown_to_readers_fits_the_page(path):
         if cell["cell_type"] == "code" and "remove-cell" not in cell["metadata"].get("tags", []):
             long += [f"cell {i}: {line[:60]}..." for line in "".join(cell["source"]).split("\n") if len(line) > 90]
     assert not long, f"{path.name}: code lines over 90 characters: {long}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_slider_has_a_caption(path):
+    """A slider's frames are figures too: each ``widgets.slider(...)`` call passes ``caption=``."""
+    import ast
+
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] != "code" or "widgets.slider(" not in "".join(cell["source"]):
+            continue
+        for node in ast.walk(ast.parse("".join(cell["source"]))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "widgets.slider":
+                assert any(k.arg == "caption" for k in node.keywords), f"{path.name}: a slider without caption="

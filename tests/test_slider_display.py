@@ -67,7 +67,8 @@ def test_static_slider_is_a_labelled_parameter_slider():
     label at every value (few values), previous/next buttons, and no playback controls."""
     fig, ax = plt.subplots()
     labels = {0.1: "0.1", 1.0: "1", 10.0: "10"}
-    raw = widgets.slider(fig, lambda v: ax.plot([0, 1], [0, v]), list(labels), label="λ", mode="static").data
+    raw = widgets.slider(fig, lambda v: ax.plot([0, 1], [0, v]), list(labels), label="λ", mode="static",
+                         caption="A line whose slope is λ.").data
     assert raw.isascii(), "non-ASCII text must be written as character references"
     html = html_lib.unescape(raw)
     assert 'class="itlin-slider-name"' in html and ">λ</label>" in html
@@ -75,6 +76,8 @@ def test_static_slider_is_a_labelled_parameter_slider():
     ticks = re.findall(r'<span class="itlin-slider-tick"[^>]*>([^<]*)</span>', html)
     assert ticks == list(labels.values())
     assert 'title="Previous value"' in html and 'title="Next value"' in html
+    assert '<p class="itlin-slider-caption">A line whose slope is λ.</p>' in html
+    assert 'alt="A line whose slope is λ."' in html, "without alt, the caption describes the frame"
     for playback in ["Play", "Loop", "Reflect", "Once", "anim-", "Slower", "Faster"]:
         assert playback not in html, f"the static slider still has a playback control: {playback!r}"
 

@@ -108,12 +108,14 @@ def _tick_positions(n: int) -> list[int]:
     return sorted({round(k * (n - 1) / (MAX_TICK_LABELS - 1)) for k in range(MAX_TICK_LABELS)})
 
 
-def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, alt: str = "") -> str:
+def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, alt: str = "",
+                caption: str = "") -> str:
     """The static parameter slider: ``frames_png[i]`` is shown for ``labels[i]``.
 
     A range input with one step per value, the parameter's name and current value beside it,
     written tick labels under it (see :func:`_tick_positions`), previous/next buttons, and the
-    frame. Self-contained (no kernel, no external script); element ids are unique per call."""
+    frame, with ``caption`` (plain text) under it. Self-contained (no kernel, no external
+    script); element ids are unique per call."""
     if len(frames_png) != len(labels) or not labels:
         raise ValueError("static_html needs one label per frame and at least one frame.")
     uid = "itlin-slider-" + uuid.uuid4().hex[:12]
@@ -140,6 +142,7 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
 #{uid} output {{font-variant-numeric: tabular-nums; min-width: 6em;}}
 #{uid} button {{min-width: 2em;}}
 #{uid} img {{max-width: 100%; height: auto; display: block; margin-top: 0.4em;}}
+#{uid} .itlin-slider-caption {{font-size: 0.9em; margin: 0.3em 0 0 0;}}
 </style>
 <div class="itlin-slider-row">
 <label class="itlin-slider-name" for="{uid}-range">{esc(label)}</label>
@@ -152,7 +155,8 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
 <button type="button" class="itlin-slider-next" title="Next value" aria-label="next value of {esc(label)}">&#8250;</button>
 <output class="itlin-slider-value" for="{uid}-range">{esc(label)} = {esc(labels[0])}</output>
 </div>
-<img class="itlin-slider-frame" id="{uid}-img" alt="{esc(alt or label)}">
+<img class="itlin-slider-frame" id="{uid}-img" alt="{esc(alt or caption or label)}">
+{f'<p class="itlin-slider-caption">{esc(caption)}</p>' if caption else ''}
 <script>
 (function () {{
   const root = document.getElementById("{uid}");
@@ -179,13 +183,14 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
 
 
 def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable = "{:g}".format,
-           mode: str | None = None, fixed_axes: bool = True, alt: str = ""):
+           mode: str | None = None, fixed_axes: bool = True, alt: str = "", caption: str = ""):
     """Show ``fig`` with a parameter slider over ``values``; ``draw(value)`` redraws the figure.
 
     The current value is written beside the slider and into the figure's title
     (``"label = value"``), so a frame always says which value it shows. With ``fixed_axes``
     every frame has the same axis limits (the union over all values; see the module
-    docstring). ``alt`` describes the figure for screen readers (static mode). Returns the
+    docstring). ``caption`` (plain text) is shown under the figure, and ``alt`` describes it
+    for screen readers (static mode; the caption by default). Returns the
     displayed object (an ``IPython`` ``HTML`` object in static mode, the ipywidgets container
     in live mode) wrapped in :class:`Shown`, so that a cell ending in ``slider(...)`` does not
     display it a second time. The figure is closed afterwards, so no extra still image appears.
@@ -224,7 +229,7 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
             buf = io.BytesIO()
             fig.savefig(buf, format="png", dpi=fig.dpi)
             pngs.append(buf.getvalue())
-        html = HTML(static_html(pngs, [fmt(v) for v in values], label, alt))
+        html = HTML(static_html(pngs, [fmt(v) for v in values], label, alt, caption))
         plt.close(fig)
         display(html)
         return Shown(html)
@@ -244,7 +249,7 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
 
     control.observe(lambda change: show(change["new"]), names="value")
     plt.close(fig)
-    box = widgets.VBox([control, out])
+    box = widgets.VBox([control, out] + ([widgets.HTML(_html.escape(caption))] if caption else []))
     display(box)
     show(0)
     return Shown(box)
