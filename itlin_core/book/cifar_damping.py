@@ -65,7 +65,7 @@ def figure_8(results, source):
     plotting.mark_feature_updates(axes[1], adam, runs=[big])
     axes[1].set(title="Training accuracy, large K (dotted: feature updates)")
     axes[1].legend(loc="lower right")
-    fig.suptitle(f"Fig. 8 (LeNet-50): solving each linearisation with Adam, {source}", fontsize=10)
+    fig.suptitle(f"Like the paper's Fig. 8 (LeNet-50): solving each linearisation with Adam\n{source}")
     fig.tight_layout()
     plt.show()
     print(f"{'run':>28} {'linearisations':>15} {'best test acc. (%)':>19} {'final test acc. (%)':>20} "
@@ -103,8 +103,8 @@ def figure_9(results, source):
     axes[2].minorticks_off()
     axes[2].set(xlabel="damping λ (proximal weight)", ylabel="test accuracy (%)", title="Test accuracy against λ")
     axes[2].legend(loc="lower right")
-    fig.suptitle(f"Fig. 9 bottom (LeNet-50, Adam, K={rec['Ks'][0]}): damping each linearisation, {source}",
-                 fontsize=10)
+    fig.suptitle(f"Like the paper's Fig. 9 bottom (LeNet-50, Adam, K={rec['Ks'][0]}): damping each "
+                 f"linearisation\n{source}")
     fig.tight_layout()
     plt.show()
     print(f"{'lambda':>8} {'best test acc. (%)':>19} {'final test acc. (%)':>20} {'final train acc. (%)':>21}")

@@ -86,7 +86,7 @@ def figure_4(results, source):
         ax.legend(loc="best", ncol=2)
     axes[0].set(ylabel="best test accuracy (%)", title="Test accuracy, optimal early stopping")
     axes[1].set(ylabel="best training accuracy (%)", title="Did the runs fit their training subset?")
-    fig.suptitle(f"Fig. 4 (LeNet-50): data-subset scaling, {source}", fontsize=10)
+    fig.suptitle(f"Like the paper's Fig. 4 (LeNet-50): data-subset scaling\n{source}")
     fig.tight_layout()
     plt.show()
 
@@ -102,7 +102,7 @@ def figure_5(results, source):
         plotting.plot_record_curves(ax, rec, f"probe{layer}_test_accuracy")
         ax.set(title=f"Probe on the block-{layer} features", ylabel="probe test accuracy (%)" if layer == 1 else "")
         ax.legend(loc="best")
-    fig.suptitle(f"Fig. 5 (LeNet-50, augmentation): linear probes, {source}", fontsize=10)
+    fig.suptitle(f"Like the paper's Fig. 5 (LeNet-50, augmentation): linear probes\n{source}")
     fig.tight_layout()
     plt.show()
     print(f"{'run':>8} {'block 1: start -> end (best) %':>32} {'block 2: start -> end (best) %':>32}")
@@ -127,8 +127,8 @@ def figure_6(results, source):
     cols = np.unique(np.linspace(1, len(steps) - 1, min(6, len(steps) - 1)).round().astype(int))
     largest = float(np.nanmax(np.abs(F[cols])))
     r = PAPER_RANGE if not rec["stand_in"] else largest
-    mapping = (f"[-{r:g}, {r:g}] -> [0, 1], the paper's mapping" if r == PAPER_RANGE
-               else f"[-{r:.2g}, {r:.2g}] -> [0, 1], relative to the largest change shown (paper: [-0.5, 0.5])")
+    mapping = (f"[−{r:g}, {r:g}] → [0, 1], the paper's mapping" if r == PAPER_RANGE
+               else f"[−{r:.2g}, {r:.2g}] → [0, 1], relative to the largest change shown (paper: [−0.5, 0.5])")
     fig, axes = plt.subplots(n_filters * n_runs, len(cols), squeeze=False,
                              figsize=(min(1.1 * len(cols) + 1.6, plotting.MAX_FIG_WIDTH), 1.1 * n_filters * n_runs + 0.8))
     for j in range(n_filters):
@@ -146,7 +146,7 @@ def figure_6(results, source):
                     ax.set_title(f"step {steps[e]:,}", fontsize=8)
             axes[row, 0].set_ylabel(f"filter {j + 1}, {rec['labels'][k]}", fontsize=8, rotation=0, ha="right",
                                     va="center")
-    fig.suptitle(f"Fig. 6: change of first-layer filters from initialisation, {mapping}\n{source}", fontsize=9)
+    fig.suptitle(f"Like the paper's Fig. 6: change of first-layer filters from initialisation,\n{mapping}\n{source}")
     fig.tight_layout()
     plt.show()
     outside = float(np.mean(np.abs(F[cols]) > r))

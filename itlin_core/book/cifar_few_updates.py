@@ -4,6 +4,7 @@ and 11. The run groups per preset, and the chapter's figures drawn from a record
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
 import numpy as np
 
 from . import plotting
@@ -69,7 +70,7 @@ def figure_2(results, source):
     axes[1].set(xscale="log", xlabel="linearisations used (feature updates)", ylabel="best test accuracy so far (%)",
                 title="Against the number of linearisations")
     axes[1].legend(loc="best")
-    fig.suptitle(f"Fig. 2 (LeNet-50, augmentation): K=1 against a huge K, {source}", fontsize=10)
+    fig.suptitle(f"Like the paper's Fig. 2 (LeNet-50, augmentation): K=1 against a huge K\n{source}")
     fig.tight_layout()
     plt.show()
     acc_net, acc_prx = rec["metrics"]["test_accuracy_network"], rec["metrics"]["test_accuracy_proxy"]
@@ -109,7 +110,7 @@ def figure_3(results, source):
         axes[1].axhline(100 * best_accuracy(tgn)[0], color="grey", ls="--", label="TGN baseline")
     axes[1].set(ylabel="best test accuracy (%)", title="Optimal early stopping")
     axes[1].legend(loc="best", ncol=2)
-    fig.suptitle(f"Fig. 3 (LeNet-50): a sweep of K, {source}", fontsize=10)
+    fig.suptitle(f"Like the paper's Fig. 3 (LeNet-50): a sweep of K\n{source}")
     fig.tight_layout()
     plt.show()
     updates = np.asarray(rec["feature_updates"])[-1]
@@ -138,10 +139,11 @@ def figure_11(results, source):
     plotting.plot_record_curves(axes[2], mini, "test_accuracy_proxy", label_suffix=" (minibatch)")
     plotting.plot_record_curves(axes[2], scaled_full, "test_accuracy_proxy", label_suffix=" (full batch)",
                                 linestyle="--")
-    axes[2].set(xlabel=f"minibatch step (full-batch step x {c:g})", ylabel="", title="Both, at equal lr x steps")
-    for ax in axes:
-        ax.legend(loc="best", ncol=2 if ax is axes[2] else 1)
-    fig.suptitle(f"Fig. 11 (LeNet-50): full batch and minibatch, {source}", fontsize=10)
+    axes[2].set(xlabel=f"minibatch step (full-batch step × {c:g})", ylabel="", title="Both, at equal lr × steps")
+    axes[0].legend(loc="lower right")   # colour: K, the same in all three panels
+    axes[2].legend(handles=[Line2D([], [], color="0.3", ls="-", label="minibatch"),
+                            Line2D([], [], color="0.3", ls="--", label="full batch")], loc="lower right")
+    fig.suptitle(f"Like the paper's Fig. 11 (LeNet-50): full batch and minibatch\n{source}")
     fig.tight_layout()
     plt.show()
     for name, rec in (("full batch", full), ("minibatch", mini)):

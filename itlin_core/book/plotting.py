@@ -10,10 +10,11 @@ import numpy as np
 
 from .common import k_label
 
-#: The book's figure style. Figures are shown at the page's width (about 750 px), so what a
-#: reader sees of a font is roughly ``size_pt / 72 * 750 / figure_width_in`` pixels: the sizes
-#: below keep tick labels and legends at 8 px or more up to figures 11 inches wide; wider
-#: figures (four panels in a row) are laid out in two rows instead.
+#: The book's figure style. Figures are shown at the width of the page's text column (660 px on
+#: a desktop screen, measured in the built book), so what a reader sees of a font is roughly
+#: ``size_pt / 72 * 660 / figure_width_in`` pixels: the sizes below keep tick labels and legends
+#: at 9 px or more up to figures ``MAX_FIG_WIDTH`` inches wide; wider figures (four panels in a
+#: row) are laid out in two rows instead.
 STYLE = {
     "figure.dpi": 110,
     "savefig.dpi": 110,
@@ -22,13 +23,13 @@ STYLE = {
     "grid.alpha": 0.3,
     "axes.spines.top": False,
     "axes.spines.right": False,
-    "axes.titlesize": 12,
-    "axes.labelsize": 11.5,
-    "xtick.labelsize": 10.5,
-    "ytick.labelsize": 10.5,
-    "legend.fontsize": 10,
+    "axes.titlesize": 13,
+    "axes.labelsize": 12.5,
+    "xtick.labelsize": 12,
+    "ytick.labelsize": 12,
+    "legend.fontsize": 11.5,
     "legend.frameon": False,
-    "figure.titlesize": 12,
+    "figure.titlesize": 13,
     "lines.linewidth": 1.8,
 }
 
@@ -42,9 +43,10 @@ def use_style():
     mpl.rcParams.update(STYLE)
 
 
-#: The part of viridis the finite periods are spread over: from dark blue-purple (K = 1) to
-#: yellow, leaving out the darkest end so that K = 1 stays distinct from K = inf's black.
-K_CMAP_RANGE = (0.12, 0.92)
+#: The part of viridis the finite periods are spread over: from blue-purple (K = 1) to
+#: yellow-green, leaving out the darkest end (so that K = 1 stays distinct from K = inf's
+#: black) and the palest (which hardly shows on white).
+K_CMAP_RANGE = (0.2, 0.85)
 
 
 def k_colours(Ks):
@@ -68,7 +70,7 @@ def run_colours(record):
         return [cmap[k] for k in Ks]
     cmap = plt.get_cmap("plasma")
     n = len(Ks)
-    return [cmap(0.85 * i / max(n - 1, 1)) for i in range(n)]
+    return [cmap(0.75 * i / max(n - 1, 1)) for i in range(n)]
 
 
 def plot_record_curves(ax, record, metric: str = "test_accuracy_proxy", *, x: str = "step", label_suffix: str = "",

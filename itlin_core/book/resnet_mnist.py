@@ -75,7 +75,7 @@ def figure_10(results, source):
         ax.set(title=f"ResNet-18 {title}, lr {rec['config']['lr']:g}")
         ax.legend(loc="lower right")
     axes[1].set_ylabel("")
-    fig.suptitle(f"Fig. 10: ResNet-18 on CIFAR10, K=1 against a large K, {source}", fontsize=10)
+    fig.suptitle(f"Like the paper's Fig. 10: ResNet-18 on CIFAR10, K=1 against a large K\n{source}")
     fig.tight_layout()
     plt.show()
     for name in ("fig10_plain", "fig10_bn"):
@@ -102,7 +102,7 @@ def figure_1(results, source):
         cfg = rec["config"]
         ax.set(title=f"{cfg['dataset'].upper()}, lr {cfg['lr']:g} (group {name})")
         ax.legend(loc="lower right")
-    fig.suptitle(f"Workshop paper Fig. 1 (LeNet-50): test accuracy per K; x = diverged, {source}", fontsize=10)
+    fig.suptitle(f"Like the workshop paper's Fig. 1 (LeNet-50): test accuracy per K; x = diverged\n{source}")
     fig.tight_layout()
     plt.show()
     for name in FIG1:

@@ -33,8 +33,9 @@ from typing import Callable, Sequence
 
 import matplotlib.pyplot as plt
 
-#: At most this many values get a written tick label under the static slider (all get a tick).
-MAX_TICK_LABELS = 9
+#: At most this many values get a written tick label under the static slider (all get a tick
+#: mark), so that labels do not run into each other on a phone.
+MAX_TICK_LABELS = 5
 
 
 def _mode(mode: str | None) -> str:
@@ -132,20 +133,24 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
     names = json.dumps(list(labels))
     return f"""<div class="itlin-slider" id="{uid}">
 <style>
-#{uid} .itlin-slider-row {{display: flex; align-items: center; gap: 0.6em; max-width: 40em; flex-wrap: wrap;}}
+#{uid} .itlin-slider-row {{display: grid; grid-template-columns: auto minmax(8em, 1fr) auto; align-items: center; column-gap: 0.6em; row-gap: 0.2em; max-width: 40em;}}
+#{uid} .itlin-slider-head {{grid-column: 1 / -1; display: flex; flex-wrap: wrap; gap: 0.8em; align-items: baseline;}}
 #{uid} .itlin-slider-name {{font-weight: 600;}}
-#{uid} .itlin-slider-track {{flex: 1 1 14em; min-width: 10em; position: relative; padding-bottom: 1.9em;}}
+#{uid} .itlin-slider-track {{position: relative; padding-bottom: 1.9em;}}
 #{uid} input[type=range] {{width: 100%; margin: 0;}}
 #{uid} .itlin-slider-tick {{position: absolute; top: 1.75em; transform: translateX(-50%); font-size: 0.8em; white-space: nowrap;}}
 #{uid} .itlin-slider-tick:first-of-type {{transform: none;}}
 #{uid} .itlin-slider-tick:last-of-type {{transform: translateX(-100%);}}
-#{uid} output {{font-variant-numeric: tabular-nums; min-width: 6em;}}
+#{uid} output {{font-variant-numeric: tabular-nums;}}
 #{uid} button {{min-width: 2em;}}
 #{uid} img {{max-width: 100%; height: auto; display: block; margin-top: 0.4em;}}
-#{uid} .itlin-slider-caption {{font-size: 0.9em; margin: 0.3em 0 0 0;}}
+#{uid} .itlin-slider-caption {{font-size: 0.9em; margin: 0.3em 0 0 0; color: var(--pst-color-text-muted, #555);}}
 </style>
 <div class="itlin-slider-row">
+<div class="itlin-slider-head">
 <label class="itlin-slider-name" for="{uid}-range">{esc(label)}</label>
+<output class="itlin-slider-value" for="{uid}-range">{esc(label)} = {esc(labels[0])}</output>
+</div>
 <button type="button" class="itlin-slider-prev" title="Previous value" aria-label="previous value of {esc(label)}">&#8249;</button>
 <div class="itlin-slider-track">
 <input type="range" class="itlin-slider-range" id="{uid}-range" min="0" max="{n - 1}" step="1" value="0" list="{uid}-ticks" aria-valuetext="{esc(label)} = {esc(labels[0])}">
@@ -153,7 +158,6 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
 {ticks}
 </div>
 <button type="button" class="itlin-slider-next" title="Next value" aria-label="next value of {esc(label)}">&#8250;</button>
-<output class="itlin-slider-value" for="{uid}-range">{esc(label)} = {esc(labels[0])}</output>
 </div>
 <img class="itlin-slider-frame" id="{uid}-img" alt="{esc(alt or caption or label)}">
 {f'<p class="itlin-slider-caption">{esc(caption)}</p>' if caption else ''}
