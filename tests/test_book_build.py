@@ -350,9 +350,10 @@ def test_maths_renders_offline_in_chromium(smoke_book, tmp_path):
 
 def test_chapters_read_well_at_desktop_and_phone_widths(smoke_book, tmp_path):
     """Every chapter in headless Chromium at a desktop (1280 px) and a phone (420 px) width: the
-    maths is typeset, the page does not scroll sideways (wide code and tables scroll in their
-    own boxes), every figure has a numbered caption, and at desktop width the figures are not
-    shrunk so far that the style's smallest font (legends and ticks) falls below 8 px on screen.
+    maths is typeset, the page does not scroll sideways (wide code, tables and, on a phone,
+    figures scroll in their own boxes), every figure has a numbered caption, at desktop width the
+    figures are not shrunk so far that the style's smallest font (legends and ticks) falls below
+    8 px on screen, and on a phone they keep a readable width.
     Screenshots go to $ITLIN_SCREENSHOT_DIR when it is set (never into the repository)."""
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -385,6 +386,8 @@ def test_chapters_read_well_at_desktop_and_phone_widths(smoke_book, tmp_path):
                 for natural, shown, numbered in figures:
                     if not numbered:
                         problems.append(f"{chapter} ({name}): a figure without a numbered caption")
+                    if name == "phone" and natural and shown < min(natural, 600):   # book/_ext/static/itlin.css
+                        problems.append(f"{chapter} (phone): a figure is shrunk to {shown:.0f} px instead of scrolling")
                     if name == "desktop" and natural and natural_px * shown / natural < 8:
                         problems.append(f"{chapter}: a figure {natural} px wide is shown {shown:.0f} px wide, so "
                                         f"{smallest_pt:g} pt text is {natural_px * shown / natural:.1f} px")

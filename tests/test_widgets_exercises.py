@@ -1,6 +1,9 @@
 """The slider helper and the exercise checkers."""
 
+import base64
+import json
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +28,9 @@ def test_static_slider_embeds_one_frame_per_value(capsys):
 
     html = widgets.slider(fig, draw, [1.0, 2.0, 3.0], label="t", mode="static")
     text = html.data
-    assert text.count("data:image/png;base64") == 3  # one embedded frame per value
+    frames = json.loads(re.search(r"const frames = (\[.*?\]);", text).group(1))
+    assert len(frames) == 3  # one embedded frame per value, each a PNG
+    assert all(base64.b64decode(f).startswith(b"\x89PNG") for f in frames)
     assert 'type="range"' in text  # the HTML slider that steps through them
     assert sorted(set(seen)) == [1.0, 2.0, 3.0]
     assert not plt.fignum_exists(fig.number)  # closed: no duplicate still image
@@ -85,6 +90,9 @@ def test_live_slider_redraws_when_moved():
     seen = []
     box = widgets.slider(fig, lambda v: seen.append(v), [10, 20, 30], label="K", mode="live")
     control = box.children[0]
-    assert seen == [10]  # drawn once for the initial value
+    assert seen == [10, 20, 30, 10]  # every value once for the shared axes, then the initial value
+    box = widgets.slider(fig, lambda v: seen.append(v), [10, 20, 30], label="K", mode="live", fixed_axes=False)
+    control = box.children[0]
+    assert seen[4:] == [10]  # without shared axes: drawn once for the initial value
     control.value = 2
     assert seen[-1] == 30 and fig._suptitle.get_text() == "K = 30"

@@ -17,6 +17,9 @@ removes every solution from the pages, including the code cells of gated solutio
 (``solution-start``/``solution-end``), which sphinx-exercise's own ``hide_solutions`` leaves
 on the page. The cells are still executed, so the build still checks them.
 
+**Figures on a phone.** ``static/itlin.css`` keeps figures and slider frames at least 640 px
+wide on narrow screens, scrolling inside their own box, so their text stays readable.
+
 **Duplicated inline scripts.** Inline scripts appear twice on every page. Under Sphinx 7.4 (the version Jupyter Book 1
 pins), an extension that calls ``app.add_js_file(None, body=...)`` once the HTML builder exists
 (sphinx-togglebutton and sphinx-thebe do, in ``builder-inited`` and ``env-before-read-docs``)
@@ -132,6 +135,11 @@ def hide_solutions(app, doctree):
         node.parent.remove(node)
 
 
+def add_static_css(app):
+    app.config.html_static_path.append(str(pathlib.Path(__file__).parent / "static"))
+    app.add_css_file("itlin.css")
+
+
 def setup(app):
     # late priority: after extensions that add page-specific scripts in html-page-context
     app.connect("html-page-context", dedupe_scripts, priority=900)
@@ -140,5 +148,6 @@ def setup(app):
     app.connect("autodoc-skip-member", skip_namedtuple_aliases)
     app.add_config_value("itlin_hide_solutions", False, "env")
     app.connect("config-inited", solutions_from_environment)
+    app.connect("builder-inited", add_static_css)
     app.connect("doctree-read", hide_solutions)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
