@@ -61,3 +61,89 @@ def test_every_rule_of_every_preset_is_valid_and_named_once():
         assert len(labels) == len(set(labels)), preset
         assert set(fams) == {"fixed", "geometric", "drift"} and all(fams.values()), preset
         assert 1 in cfg.fixed and None in cfg.fixed, f"{preset}: the comparison needs K=1 and K=inf"
+
+
+SMALL = refresh_rules.SMALL["smoke"]
+
+
+def loss_hist(runs):
+    """A history of final test errors: runs = [(family, label, updates, error)]."""
+    return {"families": [r[0] for r in runs], "labels": [r[1] for r in runs],
+            "updates": np.array([[r[2] for r in runs]]), "test_error_proxy": np.array([[r[3] for r in runs]])}
+
+
+LOSS_FIXED = [("fixed", "K=∞", 1, 0.2), ("fixed", "K=100", 10, 0.1), ("fixed", "K=10", 100, 0.01),
+              ("fixed", "K=1", 1000, 0.02)]
+
+
+def test_losses_are_compared_in_log_loss_and_relative_difference():
+    hist = loss_hist(LOSS_FIXED + [("geometric", "g", 30, 0.05), ("drift", "d-tied", 10, 0.1015),
+                                   ("drift", "d-never", 1, 0.2), ("drift", "d-nan", 50, math.nan),
+                                   ("fixed", "K=3", 300, math.nan)])
+    rows = {r["label"]: r for r in refresh_rules.compare_at_equal_updates(hist, SMALL, "test_error_proxy",
+                                                                           lower_is_better=True)}
+    # geometric interpolation between (10, 0.1) and (100, 0.01) at 30 updates, by hand
+    w = (math.log(30) - math.log(10)) / (math.log(100) - math.log(10))
+    ref = math.exp((1 - w) * math.log(0.1) + w * math.log(0.01))
+    assert rows["g"]["fixed_accuracy"] == pytest.approx(ref)
+    assert rows["g"]["difference"] == pytest.approx(0.05 / ref - 1) and rows["g"]["verdict"] == "worse"
+    assert rows["g"]["gain"] == pytest.approx(1 - 0.05 / ref) and rows["g"]["unit"] == "relative"
+    assert rows["d-tied"]["verdict"] == "tied"                  # 1.5% < 2%
+    assert rows["d-never"]["verdict"] == "never refreshed"      # one linearisation: the K=inf run
+    assert rows["d-nan"]["verdict"] == "diverged"
+    sentence = refresh_rules.verdict_sentence(list(rows.values()), tie_relative=SMALL.tie_relative)
+    assert sentence.startswith("Of the 2 adaptive runs compared, 0 beat")
+    assert "d-nan diverged" in sentence and "d-never never refreshed, so it is the K = ∞ run" in sentence
+    assert "within 2% of the fixed period's test error" in sentence and "negative is better" in sentence
+
+
+def test_a_lower_loss_is_better():
+    hist = loss_hist(LOSS_FIXED + [("geometric", "g", 10, 0.05)])
+    (row,) = refresh_rules.compare_at_equal_updates(hist, SMALL, "test_error_proxy", lower_is_better=True)
+    assert row["verdict"] == "better" and row["difference"] == pytest.approx(-0.5) and row["gain"] > 0
+
+
+def test_refresh_shares_count_refreshes_after_the_first_linearisation():
+    hist = {"families": ["drift", "drift", "fixed"], "labels": ["a", "b", "K=1"], "eval_step": np.array([0, 10, 20]),
+            "updates": np.array([[1, 1, 1], [3, 1, 11], [5, 1, 21]])}
+    shares = refresh_rules.refresh_shares(hist, 10)
+    assert set(shares) == {"a", "b"} and shares["a"] == pytest.approx(0.5) and math.isnan(shares["b"])
+    assert refresh_rules.never_refreshed(hist) == ["b"]
+
+
+def test_every_small_problem_rule_is_valid_and_named_once():
+    for preset, cfg in refresh_rules.SMALL.items():
+        fams = refresh_rules.rules_of(cfg)
+        labels = [label for rs in fams.values() for label, _ in rs]
+        assert len(labels) == len(set(labels)), preset
+        assert 1 in cfg.fixed and None in cfg.fixed and all(fams.values()), preset
+
+
+def test_drift_rule_cannot_fire_on_a_mean_field_student_with_zero_output_weights():
+    """At v = 0 the hidden weights have zero Jacobian: the proxy never moves them, the network
+    equals the proxy, the drift stays 0 and the rule is K = inf (checked against an explicit
+    Jacobian and a K = inf run)."""
+    import jax
+    import jax.numpy as jnp
+
+    import itlin_core as ic
+
+    cfg = refresh_rules.SmallRefreshConfig(ts_steps=60, fixed=(None,), geometric=(), tols=(1e-3,), n_evals=3)
+    tcfg = refresh_rules.teacher_student_config("smoke")
+    import dataclasses
+    tcfg = dataclasses.replace(tcfg, n_train=12, width=16, n_test=20)
+    problem = refresh_rules.teacher_student_refresh_problem(cfg, tcfg)
+    x = problem["train"][0]
+    jac = jax.jacfwd(problem["apply"])(problem["params0"], x)
+    assert float(jnp.max(jnp.abs(jac["u"]))) == 0.0 and float(jnp.max(jnp.abs(jac["v"]))) > 0
+    hist = refresh_rules.run_small_problem(problem, cfg)
+    assert hist["labels"] == ["K=∞", "on_drift(0.001)"]
+    assert refresh_rules.never_refreshed(hist) == ["on_drift(0.001)"]
+    assert float(np.max(hist["drift"])) < 1e-5
+    u = np.asarray(hist["state"].params["u"])
+    np.testing.assert_array_equal(u[0], np.asarray(problem["params0"]["u"]))
+    np.testing.assert_array_equal(u[1], u[0])
+    # and with output weights away from zero the same rule does fire
+    v0 = 0.1 * jax.random.normal(jax.random.key(3), problem["params0"]["v"].shape)
+    started = dict(problem, params0={**problem["params0"], "v": v0})
+    assert int(refresh_rules.run_small_problem(started, cfg)["updates"][-1, 1]) > 1

@@ -132,4 +132,33 @@ def k_axis(ax, Ks) -> list:
     return xs
 
 
-__all__ = ["use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates", "k_axis"]
+#: Marker and colour of each family of relinearisation rules (the chapter on refresh rules).
+RULE_STYLE = {"fixed": ("o", "C0"), "geometric": ("s", "C2"), "drift": ("^", "C3")}
+
+
+def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float, log_y: bool = False,
+                          annotate_fixed: bool = True):
+    """The final ``metric`` of every run of a refresh-rule sweep
+    (:func:`itlin_core.book.refresh_rules.run_refresh`, ``run_small_problem``) against the number
+    of feature updates it used (log axis): the fixed periods joined by a line (each labelled with
+    its K where ``annotate_fixed``), the geometric runs (growth factor ``ratio``) and the
+    drift-triggered runs as separate markers (:data:`RULE_STYLE`). Runs that diverged are left
+    out."""
+    fam = np.asarray(hist["families"])
+    val, upd = np.asarray(hist[metric][-1], float), np.asarray(hist["updates"][-1])
+    names = {"fixed": "fixed period K", "geometric": f"geometric, ratio {ratio:g}", "drift": "drift-triggered"}
+    for family, (marker, colour) in RULE_STYLE.items():
+        idx = np.where((fam == family) & np.isfinite(val))[0]
+        idx = idx[np.argsort(upd[idx])]
+        ax.plot(upd[idx], val[idx], marker=marker, color=colour, ls="-" if family == "fixed" else "none", ms=7,
+                label=names[family])
+        if family == "fixed" and annotate_fixed:  # adaptive runs are named in the tables instead
+            for i in idx:
+                ax.annotate(hist["labels"][i], (upd[i], val[i]), textcoords="offset points", xytext=(6, 4),
+                            fontsize=9)
+    ax.set(xscale="log", yscale="log" if log_y else "linear", ylabel=ylabel,
+           xlabel="feature updates used (linearisations, initial one included)")
+
+
+__all__ = ["use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
+           "k_axis", "RULE_STYLE", "rules_against_updates"]

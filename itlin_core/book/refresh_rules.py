@@ -1,7 +1,9 @@
 """Chapter "When should the features be refreshed?" (beyond Goldwaser and Ge, who name adaptive
 periods as future work in §6.1): IL on the digits CNN with a fixed period, geometric periods and
 drift-triggered refreshes (:mod:`itlin_core.relinearise`), all in one vmapped sweep, compared at
-equal numbers of feature updates; the kernel's movement along training; the verdict computed."""
+equal numbers of feature updates; the kernel's movement along training; the verdict computed.
+The same comparison on two full-batch regressions of earlier chapters: XOR and the
+teacher-student net."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 import itlin_core as ic
 
 from .common import per_preset
 from .digits_cnn import _digits_optimizer, digits_config, digits_data
+from .mean_field_gn import TeacherStudentConfig, teacher_student_config
+from .xor_features import XORConfig, xor_config, xor_setup
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +57,118 @@ REFRESH = {
 
 def refresh_config(preset: str | None = None) -> RefreshConfig:
     return per_preset(REFRESH, preset)
+
+
+@dataclasses.dataclass(frozen=True)
+class SmallRefreshConfig:
+    """The rules on two full-batch regressions of earlier chapters, at the same preset.
+
+    * XOR: the data, network, small initialisation, learning rate and number of steps of the XOR
+      chapter (:class:`~itlin_core.book.xor_features.XORConfig`); measured by the test RMSE.
+    * Teacher-student: the data, teacher, test set, width and initial draw of the mean-field
+      chapter (:class:`~itlin_core.book.mean_field_gn.TeacherStudentConfig`), at the initial scale
+      ``ts_tau0`` in 32-bit arithmetic (the 64-bit arithmetic of that chapter is needed only for
+      its tiny scales), trained by gradient descent with step size ``ts_lr`` on
+      ``1/(2N) sum (f - y)^2`` for ``ts_steps`` steps; measured by the test loss.
+
+    One run per rule: ``every(K)`` for ``K`` in ``fixed``, ``geometric(K0, ratio)`` for ``K0`` in
+    ``geometric``, ``on_drift(tol)`` for ``tol`` in ``tols``, the drift measured on the whole
+    training set (a full-batch step's batch) at every ``drift_every``-th step; ``n_evals``
+    evaluations. Two runs count as tied when their test errors differ by less than the fraction
+    ``tie_relative`` of the fixed period's."""
+
+    ts_steps: int
+    fixed: tuple = (1, 10, 30, 100, 300, 1000, 3000, None)
+    geometric: tuple = (3, 30)
+    ratio: float = 1.5
+    tols: tuple = (0.05, 0.1, 0.2, 0.4)
+    ts_lr: float = 10.0
+    ts_tau0: float = 1.0
+    drift_every: int = 5
+    n_evals: int = 20
+    tie_relative: float = 0.02
+
+
+SMALL = {
+    "smoke": SmallRefreshConfig(ts_steps=4000),
+    "book": SmallRefreshConfig(ts_steps=8000),
+}
+
+
+def small_refresh_config(preset: str | None = None) -> SmallRefreshConfig:
+    return per_preset(SMALL, preset)
+
+
+def xor_refresh_problem(xcfg: XORConfig | None = None) -> dict:
+    """The XOR problem of the XOR chapter (default: its config at ``$ITLIN_PRESET``) as a
+    problem for :func:`run_small_problem`."""
+    xcfg = xor_config() if xcfg is None else xcfg
+    x, y, xt, yt, model, params0, lam_max = xor_setup(xcfg)
+    return {"name": "XOR", "apply": model.apply, "loss": ic.squared_error, "params0": params0,
+            "optimizer": optax.sgd(xcfg.lr_factor / lam_max), "train": (x, y), "test": (xt, yt),
+            "steps": xcfg.steps, "error": ic.rmse, "error_name": "test RMSE"}
+
+
+def teacher_student_refresh_problem(cfg: SmallRefreshConfig, tcfg: TeacherStudentConfig | None = None) -> dict:
+    """The teacher-student problem of the mean-field chapter (default: its config at
+    ``$ITLIN_PRESET``) at the scale and step size of ``cfg``, as a problem for
+    :func:`run_small_problem`. The hidden weights start at ``cfg.ts_tau0`` times the standard
+    normal draw of that chapter and the output weights at 0, as there."""
+    tcfg = teacher_student_config() if tcfg is None else tcfg
+    data = ic.data.teacher_student(jax.random.key(tcfg.seed), tcfg.n_train, tcfg.n_test, tcfg.d, tcfg.m_star,
+                                   tcfg.activation, tcfg.beta)
+    net = ic.mean_field_net(tcfg.d, tcfg.width, cfg.ts_tau0, tcfg.activation, tcfg.beta)
+    half_mse = lambda f, y: 0.5 * jnp.mean(jnp.square(f - y))
+    return {"name": "teacher-student", "apply": net.apply, "loss": half_mse,
+            "params0": net.init(jax.random.key(tcfg.seed + 1)), "optimizer": optax.sgd(cfg.ts_lr),
+            "train": (data["x_train"], data["y_train"]), "test": (data["x_test"], data["y_test"]),
+            "steps": cfg.ts_steps, "error": half_mse, "error_name": "test loss"}
+
+
+def run_small_problem(problem: dict, cfg: SmallRefreshConfig, progress=None) -> dict:
+    """Train every rule of :func:`rules_of` ``(cfg)`` on ``problem`` (:func:`xor_refresh_problem`,
+    :func:`teacher_student_refresh_problem`) with full-batch steps, all runs in one compiled sweep.
+
+    Returns the :func:`itlin_core.train` history (arrays ``(evals, runs)``): ``test_error_proxy``
+    and ``train_error_proxy`` (the proxy being trained), ``test_error_network``, ``updates``
+    (linearisations used so far) and ``drift`` (on the training set), plus ``labels``,
+    ``families``, ``rules``, ``name``, ``error_name`` and the final ``state``. A run that
+    diverges is kept, with NaN errors."""
+    families = rules_of(cfg)
+    runs = [(fam, label, rule) for fam, rs in families.items() for label, rule in rs]
+    apply_fn, opt = problem["apply"], problem["optimizer"]
+    step, rules = ic.make_il_sweep_step(apply_fn, problem["loss"], opt, [r for _, _, r in runs],
+                                        drift_every=cfg.drift_every)
+    (x, y), steps = problem["train"], problem["steps"]
+    il_eval = ic.make_il_eval(apply_fn, {"test": problem["test"], "train": problem["train"]},
+                              {"error": problem["error"]})
+
+    def eval_fn(state):
+        out = il_eval(state)
+        out["updates"] = state.updates
+        out["drift"] = drift_on(apply_fn, state.params, state.anchor, x)
+        return out
+
+    states, hist = ic.train(step, ic.replicate(ic.init_il_state(problem["params0"], opt), len(runs)),
+                            ic.full_batch(x, y), steps, eval_fn=jax.vmap(eval_fn),
+                            eval_every=max(1, steps // cfg.n_evals), progress=progress, on_nonfinite="ignore",
+                            desc=f"{problem['name']}: {len(runs)} relinearisation rules")
+    hist.update(labels=[label for _, label, _ in runs], families=[fam for fam, _, _ in runs], rules=rules,
+                state=states, name=problem["name"], error_name=problem["error_name"])
+    return hist
+
+
+def refresh_shares(hist: dict, by_step: int, family: str = "drift") -> dict:
+    """``{label: share}`` for the runs of ``family``: the fraction of a run's refreshes (its
+    linearisations after the initial one) made at evaluations up to ``by_step``; NaN for a run
+    that never refreshed."""
+    upd, fam = np.asarray(hist["updates"]), np.asarray(hist["families"])
+    upto = np.asarray(hist["eval_step"]) <= by_step
+    out = {}
+    for i in np.where(fam == family)[0]:
+        refreshes = upd[-1, i] - 1
+        out[hist["labels"][i]] = float((upd[upto, i][-1] - 1) / refreshes) if refreshes > 0 else math.nan
+    return out
 
 
 def rules_of(cfg: RefreshConfig) -> dict:
@@ -117,27 +234,46 @@ def kernel_movement(ntk: np.ndarray) -> dict:
     return {"from_init": d0, "per_interval": step}
 
 
-def compare_at_equal_updates(hist: dict, cfg: RefreshConfig) -> list:
-    """For every geometric and drift run: its final test accuracy against the fixed-period curve
-    interpolated (linearly in log updates) at the same number of updates. Returns dicts with
-    ``label``, ``family``, ``updates``, ``accuracy``, ``fixed_accuracy`` (NaN where the run's count
-    lies outside the fixed runs' range), ``difference`` and ``verdict`` (``"better"``, ``"worse"``,
-    ``"tied"``: within ``cfg.tie_images`` test images, or ``"outside"``)."""
-    acc, upd = hist["test_accuracy_proxy"][-1], hist["updates"][-1]
+def compare_at_equal_updates(hist: dict, cfg, metric: str = "test_accuracy_proxy",
+                             lower_is_better: bool = False) -> list:
+    """For every geometric and drift run: its final ``metric`` against the fixed-period curve
+    interpolated at the same number of updates (linearly in log updates; for a loss, where
+    ``lower_is_better``, the logarithm of the loss is interpolated, since losses span decades).
+    Fixed runs whose final value is not finite (diverged) are left out of the curve.
+
+    Returns dicts with ``label``, ``family``, ``updates``, ``accuracy`` (the run's final value of
+    ``metric``), ``fixed_accuracy`` (the curve's, NaN where the run's count lies outside the fixed
+    runs' range), ``difference`` (for an accuracy the difference; for a loss the relative
+    difference ``value / fixed - 1``), ``gain`` (the difference signed so that positive is
+    better), ``unit`` (``"points"`` or ``"relative"``) and ``verdict`` (``"better"``, ``"worse"``,
+    ``"tied"``: within ``cfg.tie_images`` test images for an accuracy, within the fraction
+    ``cfg.tie_relative`` for a loss; ``"diverged"``; or ``"outside"``)."""
+    val, upd = np.asarray(hist[metric][-1], float), np.asarray(hist["updates"][-1])
     fam = np.asarray(hist["families"])
-    fixed = np.where(fam == "fixed")[0]
+    fixed = np.where((fam == "fixed") & np.isfinite(val))[0]
     order = fixed[np.argsort(upd[fixed])]
-    xs, ys = np.log(upd[order].astype(float)), acc[order]
-    tie = cfg.tie_images / hist["n_test"]
+    to_y = np.log if lower_is_better else (lambda v: v)
+    xs, ys = np.log(upd[order].astype(float)), to_y(val[order])
+    tie = cfg.tie_relative if lower_is_better else cfg.tie_images / hist["n_test"]
     rows = []
     for i in np.where(fam != "fixed")[0]:
-        u = float(upd[i])
-        inside = xs[0] <= math.log(u) <= xs[-1]
-        ref = float(np.interp(math.log(u), xs, ys)) if inside else math.nan
-        diff = float(acc[i]) - ref
-        verdict = "outside" if not inside else "tied" if abs(diff) < tie else "better" if diff > 0 else "worse"
-        rows.append({"label": hist["labels"][i], "family": str(fam[i]), "updates": int(u), "accuracy": float(acc[i]),
-                     "fixed_accuracy": ref, "difference": diff, "verdict": verdict})
+        u, v = float(upd[i]), float(val[i])
+        inside = len(xs) > 0 and xs[0] <= math.log(u) <= xs[-1]
+        ref = float(np.exp(np.interp(math.log(u), xs, ys)) if lower_is_better else np.interp(math.log(u), xs, ys)) \
+            if inside else math.nan
+        diff = v / ref - 1 if lower_is_better else v - ref
+        gain = -diff if lower_is_better else diff
+        if not math.isfinite(v):
+            verdict = "diverged"
+        elif u == 1:         # only the initial linearisation: the run is K = inf, step for step
+            verdict = "never refreshed"
+        elif not inside:
+            verdict = "outside"
+        else:
+            verdict = "tied" if abs(diff) < tie else "better" if gain > 0 else "worse"
+        rows.append({"label": hist["labels"][i], "family": str(fam[i]), "updates": int(u), "accuracy": v,
+                     "fixed_accuracy": ref, "difference": diff, "gain": gain, "verdict": verdict,
+                     "unit": "relative" if lower_is_better else "points"})
     return rows
 
 
@@ -154,20 +290,45 @@ def fixed_note(hist: dict) -> str:
             "which pulls the fixed curve down between its neighbours.")
 
 
-def verdict_sentence(rows: list, tie_images: int) -> str:
-    """One sentence that says what wins at equal numbers of updates, generated from ``rows``."""
-    inside = [r for r in rows if r["verdict"] != "outside"]
+def _difference_text(row: dict) -> str:
+    if row["unit"] == "points":
+        return f"{100 * row['difference']:+.1f} points ({row['label']})"
+    return f"{100 * row['difference']:+.0f}% ({row['label']})"
+
+
+def verdict_sentence(rows: list, tie_images: int | None = None, *, tie_relative: float | None = None) -> str:
+    """One sentence that says what wins at equal numbers of updates, generated from ``rows``
+    (:func:`compare_at_equal_updates`); name the tie used there: ``tie_images`` for accuracies,
+    ``tie_relative`` for losses."""
+    inside = [r for r in rows if r["verdict"] in ("better", "tied", "worse")]
+    diverged = [r["label"] for r in rows if r["verdict"] == "diverged"]
+    never = [r["label"] for r in rows if r["verdict"] == "never refreshed"]
+    notes = ([f"{', '.join(diverged)} diverged"] if diverged else []) + (
+        [f"{', '.join(never)} never refreshed, so {'it is' if len(never) == 1 else 'each is'} the K = ∞ run"]
+        if never else [])
+    tail = f" ({'; '.join(notes)})" if notes else ""
     if not inside:
-        return "No adaptive run used a number of updates inside the fixed periods' range, so none can be compared."
+        return ("No adaptive run refreshed the features a number of times inside the fixed periods' range, so "
+                f"none can be compared{tail}.")
     counts = {v: sum(r["verdict"] == v for r in inside) for v in ("better", "tied", "worse")}
-    best = max(inside, key=lambda r: r["difference"])
-    worst = min(inside, key=lambda r: r["difference"])
+    best = max(inside, key=lambda r: r["gain"])
+    worst = min(inside, key=lambda r: r["gain"])
+    within = (f"{tie_images} test images" if tie_relative is None else f"{100 * tie_relative:g}% of the fixed period's test error")
     head = (f"Of the {len(inside)} adaptive runs compared, {counts['better']} beat the fixed period at the same "
-            f"number of updates, {counts['tied']} tie with it (within {tie_images} test images) and "
+            f"number of updates, {counts['tied']} tie with it (within {within}) and "
             f"{counts['worse']} fall behind it")
-    return (f"{head}; the differences range from {100 * worst['difference']:+.1f} points ({worst['label']}) "
-            f"to {100 * best['difference']:+.1f} points ({best['label']}).")
+    what = ("the differences" if inside[0]["unit"] == "points"
+            else "the relative differences in test error (negative is better)")
+    return f"{head}{tail}; {what} range from {_difference_text(worst)} to {_difference_text(best)}."
+
+
+def never_refreshed(hist: dict, family: str = "drift") -> list:
+    """The labels of the runs of ``family`` that used no linearisation after the initial one."""
+    upd, fam = np.asarray(hist["updates"][-1]), np.asarray(hist["families"])
+    return [hist["labels"][i] for i in np.where(fam == family)[0] if upd[i] == 1]
 
 
 __all__ = ["RefreshConfig", "REFRESH", "refresh_config", "rules_of", "drift_on", "run_refresh", "kernel_movement",
-           "compare_at_equal_updates", "fixed_note", "verdict_sentence"]
+           "compare_at_equal_updates", "fixed_note", "verdict_sentence", "SmallRefreshConfig", "SMALL",
+           "small_refresh_config", "xor_refresh_problem", "teacher_student_refresh_problem", "run_small_problem",
+           "refresh_shares", "never_refreshed"]

@@ -49,17 +49,24 @@ def xor_config(preset: str | None = None) -> XORConfig:
     return per_preset(XOR, preset)
 
 
+def xor_setup(cfg: XORConfig) -> tuple:
+    """``(x, y, x_test, y_test, model, params0, lam_max)``: the data, the network and its
+    initialisation, and the largest eigenvalue of the NTK at initialisation on the training
+    inputs (the learning rate is ``cfg.lr_factor / lam_max``)."""
+    x, y = ic.data.xor(jax.random.key(cfg.seed), cfg.n_train)
+    xt, yt = ic.data.xor(jax.random.key(cfg.seed + 1), cfg.n_test)
+    model = ic.mlp([2, cfg.width, 1], "relu", w_std=cfg.w_std)
+    params0 = model.init(jax.random.key(cfg.seed + 2))
+    return x, y, xt, yt, model, params0, ic.max_ntk_eigenvalue(model.apply, params0, x)
+
+
 def run_xor(cfg: XORConfig, progress=None) -> dict:
     """Train on XOR with IL for every K (vmapped) and with damped GN for every damping (vmapped);
     return for every run the first-layer features ``W1`` (rows, shape (runs, width, 2)), the
     output weights ``w2`` (runs, width), the feature alignment of Goldwaser and Ge's eq. (11),
     training and test RMSE, and the same for the initialisation."""
 
-    x, y = ic.data.xor(jax.random.key(cfg.seed), cfg.n_train)
-    xt, yt = ic.data.xor(jax.random.key(cfg.seed + 1), cfg.n_test)
-    model = ic.mlp([2, cfg.width, 1], "relu", w_std=cfg.w_std)
-    params0 = model.init(jax.random.key(cfg.seed + 2))
-    lam_max = ic.max_ntk_eigenvalue(model.apply, params0, x)
+    x, y, xt, yt, model, params0, lam_max = xor_setup(cfg)
     opt = optax.sgd(cfg.lr_factor / lam_max)
     Ks = tuple(cfg.Ks)
     step, _ = ic.make_il_sweep_step(model.apply, ic.squared_error, opt, Ks)
@@ -88,4 +95,4 @@ def run_xor(cfg: XORConfig, progress=None) -> dict:
             "init": summary(init, outs(init, x), outs(init, xt)), "x_train": np.asarray(x), "y_train": np.asarray(y)}
 
 
-__all__ = ["XORConfig", "XOR", "xor_config", "run_xor"]
+__all__ = ["XORConfig", "XOR", "xor_config", "xor_setup", "run_xor"]
