@@ -337,7 +337,9 @@ def test_best_accuracy_ignores_nan():
     (dict(dampings=(0.1, 0.2)), "dampings"), (dict(dampings=(-1.0,)), "damping"),
     (dict(batch_size=0), "batch_size"), (dict(model="resnet18", probes=True), "probes"),
     (dict(n_train=0), "n_train"), (dict(width=0), "width"), (dict(microbatch=0), "microbatch"),
-    (dict(microbatch=5), "must divide batch_size"), (dict(model="resnet18_bn", microbatch=8), "BatchNorm")])
+    (dict(microbatch=5), "must divide batch_size"), (dict(model="resnet18_bn", microbatch=8), "BatchNorm"),
+    (dict(Ks=("sometimes",)), "rule spec"), (dict(Ks=("geometric(0, 1.5)",)), "K"),
+    (dict(Ks=("on_drift(-0.1)",)), "tol"), (dict(Ks=("on_drift(x)",)), "numbers"), (dict(drift_every=0), "drift_every")])
 def test_bad_configs_raise(bad, match):
     with pytest.raises(ValueError, match=match):
         cfg(**bad)
@@ -378,3 +380,38 @@ def test_colab_runs_checkpoint_where_asked(tmp_path, cifar, monkeypatch):
     assert (tmp_path / "cifar_tiny-g-colab-stand-in.npz").exists()  # stand-in runs never pose as real ones
     again = ich.run_chapter("cifar_tiny", "colab", data={"cifar10": cifar}, checkpoint_dir=tmp_path)
     np.testing.assert_array_equal(out["g"]["metrics"]["test_loss_proxy"], again["g"]["metrics"]["test_loss_proxy"])
+
+
+
+def test_rule_specs_count_their_updates_and_name_themselves():
+    for spec in ("geometric(3, 1.5)", "geometric(5, 1)"):
+        starts = ic.relin_steps(common.parse_rule(spec), 100)
+        t = np.arange(0, 101, 7)
+        expected = np.maximum(1, [sum(s < u for s in starts) for u in t])
+        np.testing.assert_array_equal(common.feature_updates([spec], t)[:, 0], expected)
+    # geometric(K, 1) is every(K)
+    np.testing.assert_array_equal(common.feature_updates(["geometric(5, 1)"], np.arange(60)),
+                                  common.feature_updates([5], np.arange(60)))
+    with pytest.raises(ValueError, match="depends on the run"):
+        common.feature_updates(["on_drift(0.1)"], [10])
+    assert common.k_label("on_drift( 0.1 )") == "on_drift( 0.1 )" and common.k_text(10) == "10"
+    assert [common.rule_family(k) for k in (1, None, "geometric(2, 2)", "on_drift(0)")] == \
+        ["fixed", "fixed", "geometric", "drift"]
+
+
+def test_a_group_with_rules_records_each_runs_own_updates(cifar):
+    """A drift rule's count comes from the run (state.updates); a geometric rule's equals its
+    schedule; the record passes the checks every record passes, and survives a round trip."""
+    c = cfg(Ks=(1, "geometric(2, 1.5)", "on_drift(0)", "on_drift(inf)"), drift_every=1, lr=0.005)
+    hist = ir.run_images(c, cifar, progress="off")
+    rec = irec.summarise(hist)
+    assert rec["Ks"] == [1, "geometric(2, 1.5)", "on_drift(0)", "on_drift(inf)"]
+    upd = np.asarray(rec["feature_updates"])
+    np.testing.assert_array_equal(upd[:, 2], upd[:, 0])        # on_drift(0) is K = 1
+    np.testing.assert_array_equal(upd[:, 3], 1)                # on_drift(inf) is K = inf
+    np.testing.assert_array_equal(upd[:, 1], common.feature_updates(["geometric(2, 1.5)"], rec["eval_step"])[:, 0])
+    for key in ("test_accuracy_proxy", "test_loss_proxy"):   # the same arithmetic as K = 1
+        np.testing.assert_array_equal(rec["metrics"][key][:, 2], rec["metrics"][key][:, 0])
+    assert "updates" not in rec["metrics"]
+    irec.check_record("rules", rec, smoke=True)
+    assert c.as_dict()["Ks"] == [1, "geometric(2, 1.5)", "on_drift(0)", "on_drift(inf)"]

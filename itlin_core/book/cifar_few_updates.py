@@ -1,16 +1,20 @@
 """Chapter "A few feature updates are enough (CIFAR10, LeNet-50)": Goldwaser and Ge's Figs. 2, 3
-and 11. The run groups per preset, and the chapter's figures drawn from a record."""
+and 11, and (beyond the paper) the refresh rules at scale. The run groups per preset, and the
+chapter's figures drawn from a record."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 import numpy as np
 
 from . import plotting
-from .common import k_label
+from .common import k_label, rule_family
 from .image_chapters import CIFAR_PAPER_LR, COLAB_C, FULL_BATCH_CHUNK, SMOKE, group, scaled
 from .image_records import best_accuracy
+from .rules import compare_at_equal_updates
 
 
 def runs(preset: str) -> dict:
@@ -21,7 +25,10 @@ def runs(preset: str) -> dict:
                 "fig3_tgn": group(steps=40, eval_every=10, Ks=(20,), lr=1e-3, optimizer="adam", **SMOKE),
                 "fig11_full": group(steps=20, eval_every=10, Ks=(1, 10), lr=0.05, **dict(SMOKE, batch_size=None),
                                     n_train=128, microbatch=32),
-                "fig11_mini": group(steps=40, eval_every=10, Ks=(1, 20), lr=0.02, **SMOKE)}
+                "fig11_mini": group(steps=40, eval_every=10, Ks=(1, 20), lr=0.02, **SMOKE),
+                # lr 0.005: at 0.02 the stand-in proxies with short periods diverge (K = 2 already)
+                "fig3_rules": group(steps=40, eval_every=10, Ks=(1, 10, None, "geometric(3, 1.5)", "on_drift(0.2)"),
+                                    lr=0.005, drift_every=5, **SMOKE)}
     paper = {
         # Fig. 2: K=1 against K=5e6 with augmentation, batch 256 (App. C.2.1); 8-12 feature updates.
         "fig2": group(steps=60_000_000, eval_every=500_000, Ks=(1, 5_000_000), lr=CIFAR_PAPER_LR, augment=True),
@@ -46,7 +53,13 @@ def runs(preset: str) -> dict:
             "fig11_full": group(lr=1e-2, Ks=(1, 10, 100), steps=2000, eval_every=50, batch_size=None,
                                 microbatch=FULL_BATCH_CHUNK, n_train=5000, n_eval=2000),
             "fig11_mini": group(lr=1e-3, Ks=(1, 10, 100, 1000), steps=20_000, eval_every=500,
-                                n_train=5000, n_eval=2000)}
+                                n_train=5000, n_eval=2000),
+            # beyond the paper (the refresh-rule chapter at scale): fig3's colab setting, with fixed
+            # periods, geometric periods and drift-triggered refreshes in one group, compared at
+            # equal numbers of feature updates. Rules, thresholds and drift_every are our choices.
+            "fig3_rules": group(lr=1e-2, Ks=(1, 10, 100, 1000, 10_000, None, "geometric(10, 1.5)",
+                                             "geometric(100, 1.5)", "on_drift(0.05)", "on_drift(0.2)"),
+                                steps=40_000, eval_every=1000, n_train=10_000, n_eval=2000, drift_every=10)}
 
 
 def figure_2(results, source):
@@ -123,6 +136,43 @@ def figure_3(results, source):
               f"{100 * tgn['metrics']['test_accuracy_proxy'][-1, 0]:>20.1f}")
 
 
+#: Two runs of the rules group count as tied when their best test accuracies differ by less than
+#: this many test images.
+RULES_TIE_IMAGES = 3
+
+
+def figure_rules(results, source):
+    """Beyond the paper: the ``fig3_rules`` group's best test accuracy (optimal early stopping)
+    against the feature updates each run used, fixed periods against geometric periods and
+    drift-triggered refreshes; prints the table and returns the comparison at equal numbers of
+    updates (:func:`itlin_core.book.rules.compare_at_equal_updates`), or ``None`` without a
+    recorded group."""
+    if results is None or "fig3_rules" not in results:
+        print("The refresh-rule group is not shown: no recorded result.")
+        return None
+    rec = results["fig3_rules"]
+    best = best_accuracy(rec)
+    hist = {"families": [rule_family(k) for k in rec["Ks"]], "labels": rec["labels"],
+            "updates": np.asarray(rec["feature_updates"])[-1:], "best_test_accuracy": 100 * best[None],
+            "n_test": rec["n_eval"]}
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    plotting.rules_against_updates(ax, hist, "best_test_accuracy", ylabel="best test accuracy (%)")
+    ax.legend(loc="lower right")
+    ax.set_title(f"Refresh rules at scale (LeNet-50, CIFAR10)\n{source}")
+    fig.tight_layout()
+    plt.show()
+    rows = compare_at_equal_updates(dict(hist, best_test_accuracy=best[None]),
+                                    SimpleNamespace(tie_images=RULES_TIE_IMAGES), "best_test_accuracy")
+    by_label = {r["label"]: r for r in rows}
+    print(f"{'rule':>20} {'updates':>8} {'best test acc. (%)':>19} {'fixed K, same updates':>22}  verdict")
+    for i, label in enumerate(rec["labels"]):
+        r = by_label.get(label)
+        ref = f"{100 * r['fixed_accuracy']:.1f}" if r and r["verdict"] in ("better", "tied", "worse") else ""
+        print(f"{label:>20} {int(hist['updates'][0, i]):>8,} {100 * best[i]:>19.1f} {ref:>22}  "
+              f"{r['verdict'] if r else ''}")
+    return rows
+
+
 def figure_11(results, source):
     """Fig. 11: full batch against minibatch, each alone and both at equal training time."""
     if results is None:
@@ -151,4 +201,4 @@ def figure_11(results, source):
         print(f"{name:>10}: best test accuracy " + ", ".join(f"{l} {100 * b:.1f} %" for l, b in zip(rec["labels"], best)))
 
 
-__all__ = ["runs", "figure_2", "figure_3", "figure_11"]
+__all__ = ["runs", "figure_2", "figure_3", "figure_11", "RULES_TIE_IMAGES", "figure_rules"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import jax
 import numpy as np
@@ -75,8 +76,53 @@ def per_preset(table: dict, preset: str | None = None):
     return table.get(get_preset(preset), table["book"])
 
 
+#: The relinearisation rules a run group's ``Ks`` may name besides a period: a text spec, so
+#: that settings, records and legends stay plain JSON and readable.
+RULE_SPEC = re.compile(r"^\s*(geometric|on_drift)\s*\((.*)\)\s*$")
+
+
+def parse_rule(spec: str):
+    """The rule a text spec names: ``"geometric(K0, ratio)"`` (:func:`itlin_core.geometric`) or
+    ``"on_drift(tol)"`` (:func:`itlin_core.on_drift`).
+
+    >>> parse_rule("geometric(10, 1.5)").period
+    Array(10, dtype=int32)
+
+    Raises:
+      ValueError: for anything else, or arguments the rule refuses (``K0 < 1``, ``ratio < 1``,
+        ``tol < 0``, NaN).
+    """
+    m = RULE_SPEC.match(spec) if isinstance(spec, str) else None
+    if m is None:
+        raise ValueError(f"a relinearisation rule spec must read 'geometric(K0, ratio)' or 'on_drift(tol)', "
+                         f"got {spec!r}.")
+    name, args = m.group(1), [a.strip() for a in m.group(2).split(",")]
+    try:
+        nums = [float(a) for a in args]
+    except ValueError:
+        raise ValueError(f"the arguments of the rule spec {spec!r} must be numbers.") from None
+    if name == "geometric":
+        if len(nums) != 2 or nums[0] != int(nums[0]):
+            raise ValueError(f"'geometric' takes a whole first period K0 and a ratio, got {spec!r}.")
+        return ic.geometric(int(nums[0]), nums[1])
+    if len(nums) != 1:
+        raise ValueError(f"'on_drift' takes one threshold, got {spec!r}.")
+    return ic.on_drift(nums[0])
+
+
+def rule_family(K) -> str:
+    """``"fixed"`` for a period (a whole number, ``None`` or ``math.inf``), ``"geometric"`` or
+    ``"drift"`` for a rule spec (:func:`parse_rule`)."""
+    if isinstance(K, str):
+        return "geometric" if RULE_SPEC.match(K).group(1) == "geometric" else "drift"
+    return "fixed"
+
+
 def k_label(K) -> str:
-    """``"K=1"``, ``"K=1e3"``, ``"K=∞"`` for legends."""
+    """``"K=1"``, ``"K=1e3"``, ``"K=∞"`` for legends; a rule spec (:func:`parse_rule`) as written."""
+    if isinstance(K, str):
+        parse_rule(K)
+        return " ".join(K.split())
     if K is None or K == math.inf:
         return "K=∞"
     K = int(K)
@@ -85,13 +131,33 @@ def k_label(K) -> str:
     return f"K={K}"
 
 
+def k_text(K) -> str:
+    """:func:`k_label` without the ``"K="`` of a period: ``"1e3"``, ``"∞"``, ``"geometric(10, 1.5)"``
+    (for tables)."""
+    label = k_label(K)
+    return label if isinstance(K, str) else label[2:]
+
+
 def feature_updates(Ks, steps) -> np.ndarray:
     """Number of linearisations used up to each step, the initial one included: ``ceil(t / K)``
-    for finite ``K`` (at least 1; ``t`` for ``K = 1``), 1 for ``K = None`` or ``math.inf``.
-    Shape ``(len(steps), len(Ks))``."""
+    for finite ``K`` (at least 1; ``t`` for ``K = 1``), 1 for ``K = None`` or ``math.inf``, and the
+    schedule of a ``"geometric(...)"`` spec (:func:`itlin_core.relin_steps`). Shape
+    ``(len(steps), len(Ks))``. A drift-triggered rule's count depends on the run (read it from
+    the run's ``state.updates``), so an ``"on_drift(...)"`` spec raises ValueError."""
     t = np.asarray(steps, dtype=np.int64).reshape(-1)
-    cols = [np.ones(len(t), np.int64) if k is None or k == math.inf else np.maximum(1, -(-t // int(k)))
-            for k in Ks]
+
+    def column(k):
+        if isinstance(k, str):
+            if rule_family(k) == "drift":
+                raise ValueError(f"the number of feature updates of {k!r} depends on the run; read it from "
+                                 "the run's state.updates (a record's feature_updates) instead.")
+            starts = np.asarray(ic.relin_steps(parse_rule(k), int(t.max(initial=0))), np.int64)
+            return np.maximum(1, np.searchsorted(starts, t, side="left"))
+        if k is None or k == math.inf:
+            return np.ones(len(t), np.int64)
+        return np.maximum(1, -(-t // int(k)))
+
+    cols = [column(k) for k in Ks]
     return np.stack(cols, axis=1) if cols else np.zeros((len(t), 0), np.int64)
 
 
@@ -124,5 +190,5 @@ def glue(name: str, value, *, markdown: bool = False):
     return value
 
 
-__all__ = ["PRESETS", "default_preset", "get_preset", "preset_line", "per_preset", "k_label", "feature_updates",
-           "proxy_outputs", "glue"]
+__all__ = ["PRESETS", "default_preset", "get_preset", "preset_line", "per_preset", "RULE_SPEC", "parse_rule",
+           "rule_family", "k_label", "k_text", "feature_updates", "proxy_outputs", "glue"]

@@ -103,8 +103,9 @@ def rule_table(chapter: str) -> str:
     they follow the rule of :func:`scaled`, the ratios of learning rates, steps and largest finite
     K, the training time ``lr * steps`` and ``lr * K`` of every run (``inf`` for K = inf)."""
     colab, paper = run_groups(chapter, "colab"), run_groups(chapter, "paper")
-    big = lambda cfg: max((k for k in cfg.Ks if k is not None), default=None)
-    lrk = lambda cfg: ", ".join("inf" if k is None else f"{cfg.lr * k:.3g}" for k, _ in cfg.runs)
+    big = lambda cfg: max((k for k in cfg.Ks if k is not None and not isinstance(k, str)), default=None)
+    lrk = lambda cfg: ", ".join("inf" if k is None else k if isinstance(k, str) else f"{cfg.lr * k:.3g}"
+                                for k, _ in cfg.runs)
     lines = [f"{'run group':16s} {'rule?':>5s} {'lr colab/paper':>14s} {'steps paper/colab':>17s} "
              f"{'largest K paper/colab':>21s} {'lr*steps colab | paper':>23s}   lr*K per run, colab | paper"]
     for name, c in colab.items():

@@ -8,7 +8,9 @@ import math
 
 import numpy as np
 
-from .common import feature_updates, k_label
+import itlin_core as ic
+
+from .common import feature_updates, k_text, parse_rule, rule_family
 from .image_runs import ImageRunConfig
 
 
@@ -31,9 +33,15 @@ def summarise(hist: dict) -> dict:
     nonfinite = np.full(len(runs), -1) if nonfinite is None else np.asarray(nonfinite).reshape(len(runs))
     diverged = [int(d) if d >= 0 else None for d in nonfinite]
     mask = np.stack([steps > (d if d is not None else np.inf) for d in diverged], axis=1)
+    # linearisations used so far: the schedule's count, or (a drift-triggered rule) the run's own
+    # count, recorded at every evaluation as "updates"
+    counted = np.asarray(hist["updates"], np.int64) if "updates" in hist else None
+    updates = np.stack([np.maximum(1, counted[:, i]) if rule_family(k) == "drift"
+                        else feature_updates([k], steps)[:, 0] for i, (k, _) in enumerate(runs)], axis=1) \
+        if runs else np.zeros((len(steps), 0), np.int64)
     metrics = {}
     for k, v in hist.items():
-        if k in ("loss", "eval_step", "filters") or not isinstance(v, np.ndarray) or v.ndim != 2:
+        if k in ("loss", "eval_step", "filters", "updates") or not isinstance(v, np.ndarray) or v.ndim != 2:
             continue
         a = np.asarray(v, dtype=np.float64)
         metrics[k] = np.where(mask, np.nan, a)
@@ -45,9 +53,9 @@ def summarise(hist: dict) -> dict:
                            else np.full(len(runs), np.nan)
                            for a, b in zip(edges[:-1], edges[1:])]) if len(steps) > 1 else np.zeros((0, len(runs)))
     out = {"config": cfg.as_dict(), "labels": cfg.labels,
-           "Ks": [None if k is None or k == math.inf else int(k) for k, _ in runs],
+           "Ks": [k if isinstance(k, str) else None if k is None or k == math.inf else int(k) for k, _ in runs],
            "dampings": [float(lam) for _, lam in runs], "eval_step": steps,
-           "feature_updates": feature_updates([k for k, _ in runs], steps), "metrics": metrics,
+           "feature_updates": updates, "metrics": metrics,
            "train_loss": train_loss, "diverged_at": diverged, "seconds": float(hist["seconds"]),
            "steps_per_second": float(n_steps / hist["seconds"]) if hist["seconds"] > 0 else None,
            "n_params": int(hist["n_params"]), "n_train": int(hist["n_train"]), "n_eval": int(hist["n_eval"]),
@@ -65,9 +73,18 @@ def best_accuracy(record: dict, metric: str = "test_accuracy_proxy") -> np.ndarr
         return np.where(np.isfinite(a).any(axis=0), np.nanmax(np.where(np.isfinite(a), a, -np.inf), axis=0), np.nan)
 
 
+def accuracy_noise_points(n_eval: int) -> float:
+    """The binomial standard error of a test accuracy measured on ``n_eval`` images, at its
+    largest (accuracy 1/2), in percentage points: ``100 * sqrt(1/4 / n_eval)``. Two runs of one
+    seed whose accuracies differ by less than about twice this are within noise."""
+    if not isinstance(n_eval, (int, np.integer)) or isinstance(n_eval, bool) or n_eval < 1:
+        raise ValueError(f"n_eval (the number of test images evaluated) must be an integer >= 1, got {n_eval!r}.")
+    return 100.0 * float(np.sqrt(0.25 / n_eval))
+
+
 def describe(cfg: ImageRunConfig) -> str:
     """The settings of a run group that matter, in one line."""
-    Ks = ", ".join(k_label(k)[2:] for k in cfg.Ks)
+    Ks = ", ".join(k_text(k) for k in cfg.Ks)
     lams = "" if set(cfg.dampings) == {0.0} else "; lambda in {" + ", ".join(f"{v:g}" for v in cfg.dampings) + "}"
     batch = "full batch" if cfg.batch_size is None else f"batch {cfg.batch_size}"
     if cfg.microbatch is not None:
@@ -85,7 +102,7 @@ def format_setting(field: str, v) -> str:
     """A value of :func:`itlin_core.book.image_chapters.scale_table` as the chapters' tables show it (``None`` means K = inf,
     all images, full batch or the paper's width)."""
     if field == "Ks":
-        return ", ".join(k_label(k)[2:] for k in v)
+        return ", ".join(k_text(k) for k in v)
     if field == "dampings":
         return ", ".join(f"{x:g}" for x in v)
     if v is None:
@@ -116,7 +133,9 @@ def check_record(name: str, rec: dict, smoke: bool = False) -> None:
     """Assert the mechanics that hold for every run group, whatever the data and the scale (the
     chapters' check cells): all runs start from the same initialisation; at an evaluation step
     that is a multiple of K the proxy is the network (test and train accuracy, test loss);
-    K = inf's trained network is not its proxy; ``feature_updates`` is ``ceil(step / K)``;
+    K = inf's trained network is not its proxy; ``feature_updates`` is ``ceil(step / K)``; a
+    geometric rule's proxy is the network at its scheduled relinearisations and its count is the
+    schedule's, a drift rule's count never decreases;
     evaluations after a divergence are NaN; K = 1 lowers its training loss unless it diverged;
     with ``smoke``, no run diverged."""
     steps, m = np.asarray(rec["eval_step"]), rec["metrics"]
@@ -124,6 +143,19 @@ def check_record(name: str, rec: dict, smoke: bool = False) -> None:
         for key, a in m.items():
             assert np.allclose(a[0], a[0, 0], rtol=1e-6, equal_nan=True), (name, key)
     for i, K in enumerate(rec["Ks"]):
+        upd = np.asarray(rec["feature_updates"])[:, i]
+        if isinstance(K, str):
+            if rule_family(K) == "drift":
+                # a drift rule's count is the run's own: at least 1, never decreasing
+                assert upd.min() >= 1 and np.all(np.diff(upd) >= 0), (name, K)
+                continue
+            # a schedule: at its relinearisation steps the proxy is the network
+            at = np.isin(steps, ic.relin_steps(parse_rule(K), int(steps.max(initial=0)) + 1))
+            for split in ("test", "train"):
+                assert np.array_equal(m[f"{split}_accuracy_network"][at, i], m[f"{split}_accuracy_proxy"][at, i],
+                                      equal_nan=True), (name, K, split)
+            assert np.array_equal(upd, feature_updates([K], steps)[:, 0]), (name, K)
+            continue
         if K is None:
             # never relinearised: after training, the network at the trained parameters is not the proxy
             ok = np.flatnonzero(np.isfinite(m["test_loss_network"][:, i]) & (steps > 0))
@@ -149,4 +181,4 @@ def check_record(name: str, rec: dict, smoke: bool = False) -> None:
         assert all(d is None for d in rec["diverged_at"]), (name, rec["diverged_at"])
 
 
-__all__ = ["summarise", "best_accuracy", "describe", "format_setting", "records_equal", "check_record"]
+__all__ = ["summarise", "best_accuracy", "accuracy_noise_points", "describe", "format_setting", "records_equal", "check_record"]

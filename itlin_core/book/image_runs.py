@@ -36,7 +36,7 @@ import optax
 import itlin_core as ic
 
 from .._validate import check_damping, check_microbatch, check_period
-from .common import get_preset, k_label
+from .common import get_preset, k_label, parse_rule
 
 DATASETS = ("cifar10", "mnist")
 MODELS = ("lenet50", "resnet18", "resnet18_bn")
@@ -52,7 +52,11 @@ class ImageRunConfig:
       dataset: ``"cifar10"`` or ``"mnist"``.
       model: ``"lenet50"`` (Goldwaser and Ge, App. C.2.1), ``"resnet18"`` or ``"resnet18_bn"`` (Fig. 10).
       steps, eval_every: training steps, and steps between evaluations.
-      Ks: one run per relinearisation period (``None`` = never relinearise, K = inf).
+      Ks: one run per relinearisation period (``None`` = never relinearise, K = inf) or rule, a
+        text spec ``"geometric(K0, ratio)"`` or ``"on_drift(tol)"``
+        (:func:`itlin_core.book.common.parse_rule`; the refresh-rule chapter's rules at scale).
+      drift_every: drift-triggered rules measure the drift at every ``drift_every``-th step
+        (:func:`itlin_core.make_il_sweep_step`).
       lr: the learning rate of ``optimizer`` (``"sgd"``: plain SGD; ``"adam"``: Adam with
         optax's defaults otherwise).
       dampings: the proximal weight ``lambda`` (``lambda/2 ||theta - theta_s||^2`` added to the
@@ -94,6 +98,7 @@ class ImageRunConfig:
     probe_train: int = 5000
     probe_ridge: float = 1e-3
     n_filters: int = 0
+    drift_every: int = 1
     seed: int = 0
 
     def __post_init__(self):
@@ -103,7 +108,7 @@ class ImageRunConfig:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}.")
-        for name in ("steps", "eval_every", "n_eval", "eval_batch"):
+        for name in ("steps", "eval_every", "n_eval", "eval_batch", "drift_every"):
             v = getattr(self, name)
             if isinstance(v, bool) or int(v) != v or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}.")
@@ -112,7 +117,10 @@ class ImageRunConfig:
         if not len(self.Ks):
             raise ValueError("Ks must hold at least one relinearisation period.")
         for k in self.Ks:
-            check_period(k)
+            if isinstance(k, str):
+                parse_rule(k)
+            else:
+                check_period(k)
         for lam in self.dampings:
             check_damping(lam)
         if not len(self.dampings) or (len(self.dampings) > 1 and len(self.Ks) > 1
@@ -153,7 +161,7 @@ class ImageRunConfig:
         """The settings as plain JSON values (``None`` for K = inf), as records and checkpoints
         store them."""
         d = dataclasses.asdict(self)
-        d["Ks"] = [None if k is None or k == math.inf else int(k) for k in self.Ks]
+        d["Ks"] = [k if isinstance(k, str) else None if k is None or k == math.inf else int(k) for k in self.Ks]
         d["dampings"] = [float(v) for v in self.dampings]
         return d
 
@@ -251,8 +259,9 @@ def make_image_eval(apply_fn, cfg: ImageRunConfig, splits: Mapping[str, tuple], 
     ``{name: (x_chunks, y_chunks)}``, the mean cross-entropy and accuracy of the network and of
     its linearised proxy (at ``state.anchor``), computed chunk by chunk with ``lax.map``; plus
     ``probe{1,2}_test_accuracy`` (linear probes, when ``cfg.probes``; ``probe_data`` is
-    ``(x_fit, y_fit, x_test, y_test)``) and ``filters`` (the first ``cfg.n_filters`` first-layer
-    filters minus their initial values)."""
+    ``(x_fit, y_fit, x_test, y_test)``), ``filters`` (the first ``cfg.n_filters`` first-layer
+    filters minus their initial values) and ``updates`` (the linearisations used so far,
+    ``state.updates``)."""
 
     def eval_fn(state):
         proxy = ic.linearise(apply_fn, state.anchor)
@@ -264,7 +273,7 @@ def make_image_eval(apply_fn, cfg: ImageRunConfig, splits: Mapping[str, tuple], 
                 out += [ic.softmax_cross_entropy(f, yb), ic.accuracy(f, yb)]
             return jnp.stack(out)
 
-        res = {}
+        res = {"updates": state.updates}     # linearisations used so far (a rule's count)
         for name, (xc, yc) in splits.items():
             m = jnp.mean(jax.lax.map(chunk_stats, (xc, yc)), axis=0)
             for i, (what, model) in enumerate([("loss", "network"), ("accuracy", "network"),
@@ -289,8 +298,10 @@ def group_step(cfg: ImageRunConfig, model, opt):
     """The vmapped IL step of a run group (one run per ``cfg.runs`` entry)."""
     lams = [lam for _, lam in cfg.runs]
     # one damping for all runs stays a Python number (the undamped step then skips the term)
-    step, _ = ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, [k for k, _ in cfg.runs],
-                                    damping=lams[0] if len(set(lams)) == 1 else lams, microbatch=cfg.microbatch)
+    Ks = [parse_rule(k) if isinstance(k, str) else k for k, _ in cfg.runs]
+    step, _ = ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, Ks,
+                                    damping=lams[0] if len(set(lams)) == 1 else lams, microbatch=cfg.microbatch,
+                                    drift_every=cfg.drift_every)
     return step
 
 

@@ -8,7 +8,9 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .common import k_label
+import itlin_core as ic
+
+from .common import k_label, parse_rule, rule_family
 
 #: The book's figure style. Figures are shown at the width of the page's text column (660 px on
 #: a desktop screen, measured in the built book), so what a reader sees of a font is roughly
@@ -54,11 +56,23 @@ def k_colours(Ks):
 
     The distinct finite periods are spread evenly over viridis by rank, not by log K, so
     neighbouring periods (K = 1 and K = 10 beside K = 1000) never get near-identical colours."""
-    finite = sorted({int(k) for k in Ks if k is not None and k != math.inf})
+    finite = sorted({int(k) for k in Ks if k is not None and not isinstance(k, str) and k != math.inf})
     cmap = plt.get_cmap("viridis")
     lo, hi = K_CMAP_RANGE
     rank = {k: (lo + (hi - lo) * i / max(len(finite) - 1, 1)) for i, k in enumerate(finite)}
-    return {k: "black" if k is None or k == math.inf else cmap(rank[int(k)]) for k in Ks}
+    # rule specs (``"geometric(...)"``, ``"on_drift(...)"``) take the colour of their family in
+    # RULE_STYLE, darker for each further rule of the family
+    specs = {fam: [k for k in dict.fromkeys(Ks) if isinstance(k, str) and rule_family(k) == fam]
+             for fam in ("geometric", "drift")}
+
+    def colour(k):
+        if isinstance(k, str):
+            same = specs[rule_family(k)]
+            base = np.array(mpl.colors.to_rgb(RULE_STYLE[rule_family(k)][1]))
+            return tuple(base * (1 - 0.45 * same.index(k) / max(len(same) - 1, 1)))
+        return "black" if k is None or k == math.inf else cmap(rank[int(k)])
+
+    return {k: colour(k) for k in Ks}
 
 
 def run_colours(record):
@@ -109,13 +123,19 @@ def plot_record_curves(ax, record, metric: str = "test_accuracy_proxy", *, x: st
 
 def mark_feature_updates(ax, record, colours=None, runs=None):
     """Dotted vertical lines at the feature updates (multiples of K) of every run of an image
-    record with a finite K > 1 (``runs``: only these), in the run's colour (grey without
-    ``colours``)."""
+    record with a finite K > 1 or a geometric rule (``runs``: only these), in the run's colour
+    (grey without ``colours``)."""
     last = int(record["eval_step"][-1])
     for i, K in enumerate(record["Ks"]):
-        if K is None or K <= 1 or (runs is not None and i not in runs):
+        if K is None or (runs is not None and i not in runs):
             continue
-        for s in range(K, last + 1, K):
+        if isinstance(K, str):   # a rule: its scheduled updates; a drift rule's are not known in advance
+            at = ic.relin_steps(parse_rule(K), last + 1)[1:] if rule_family(K) == "geometric" else []
+        elif K <= 1:
+            continue
+        else:
+            at = range(K, last + 1, K)
+        for s in at:
             ax.axvline(s, color="grey" if colours is None else colours[i], lw=0.6, ls=":")
 
 
@@ -136,17 +156,18 @@ def k_axis(ax, Ks) -> list:
 RULE_STYLE = {"fixed": ("o", "C0"), "geometric": ("s", "C2"), "drift": ("^", "C3")}
 
 
-def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float, log_y: bool = False,
+def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | None = None, log_y: bool = False,
                           annotate_fixed: bool = True):
     """The final ``metric`` of every run of a refresh-rule sweep
     (:func:`itlin_core.book.refresh_rules.run_refresh`, ``run_small_problem``) against the number
     of feature updates it used (log axis): the fixed periods joined by a line (each labelled with
     its K where ``annotate_fixed``), the geometric runs (growth factor ``ratio``) and the
     drift-triggered runs as separate markers (:data:`RULE_STYLE`). Runs that diverged are left
-    out."""
+    out. ``ratio``: the geometric runs' common growth factor, for the legend (``None``: not named)."""
     fam = np.asarray(hist["families"])
     val, upd = np.asarray(hist[metric][-1], float), np.asarray(hist["updates"][-1])
-    names = {"fixed": "fixed period K", "geometric": f"geometric, ratio {ratio:g}", "drift": "drift-triggered"}
+    names = {"fixed": "fixed period K", "drift": "drift-triggered",
+             "geometric": "geometric periods" if ratio is None else f"geometric, ratio {ratio:g}"}
     for family, (marker, colour) in RULE_STYLE.items():
         idx = np.where((fam == family) & np.isfinite(val))[0]
         idx = idx[np.argsort(upd[idx])]
