@@ -181,3 +181,16 @@ def test_a_results_dir_that_is_a_file_is_named(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ValueError, match="results_dir must be a folder"):
         records.save_results("toy", "colab", {"a": 1}, seed=0, results_dir=tmp_path / "file")
+
+
+def test_accuracy_noise_is_the_binomial_standard_error_at_one_half():
+    from itlin_core.book.image_records import accuracy_noise_points
+
+    rng = np.random.default_rng(0)
+    n = 400
+    sims = rng.binomial(n, 0.5, size=20000) / n * 100  # accuracies in points
+    assert accuracy_noise_points(n) == pytest.approx(2.5)
+    assert np.std(sims) == pytest.approx(accuracy_noise_points(n), rel=0.03)
+    for bad in (0, -3, 2.5, True, None):
+        with pytest.raises(ValueError, match="n_eval"):
+            accuracy_noise_points(bad)
