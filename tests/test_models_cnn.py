@@ -208,3 +208,17 @@ def test_il_training_decreases_the_loss(name):
         assert float(loss(finals[K])) < initial - 1e-3, (K, initial, float(loss(finals[K])))
     diff = jax.tree_util.tree_map(lambda a, b: jnp.max(jnp.abs(a - b)), finals[1], finals[5])
     assert max(jax.tree_util.tree_leaves(diff)) > 1e-6
+
+
+@pytest.mark.parametrize("shape, kernel", [((2, 32, 32, 3), (5, 5, 3, 7)), ((3, 14, 14, 7), (5, 5, 7, 4)),
+                                           ((1, 9, 6, 2), (3, 2, 2, 5))])
+def test_im2col_convolution_equals_lax_conv_and_its_gradient(shape, kernel):
+    from itlin_core.models import _conv, _conv_lax
+
+    x = jax.random.normal(jax.random.key(1), shape)
+    w = jax.random.normal(jax.random.key(2), kernel)
+    b = jax.random.normal(jax.random.key(3), kernel[-1:])
+    np.testing.assert_allclose(_conv(x, w, b), _conv_lax(x, w, b), rtol=1e-5, atol=1e-5)
+    loss = lambda f: lambda w_, x_: jnp.sum(jnp.sin(f(x_, w_, b)))
+    for a, r in zip(jax.grad(loss(_conv), argnums=(0, 1))(w, x), jax.grad(loss(_conv_lax), argnums=(0, 1))(w, x)):
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4)

@@ -5,7 +5,9 @@ Each chapter reads its preset from the ``ITLIN_PRESET`` environment variable (if
 where JAX finds a GPU, ``book`` otherwise) through :func:`get_preset`, and its settings from one
 table per chapter (``{preset: config}``), so every choice the papers leave open is stated in one
 place. ``smoke`` is for CI and nbval (seconds), ``book`` for the book build on a 2-core CPU (about
-a minute or two per toy chapter), ``colab``/``paper`` for GPUs. The toy chapters are CPU
+a minute or two per toy chapter), ``laptop`` for recording the image chapters on real data on a
+CPU (about an hour per chapter; ``python -m itlin_core.book.record``), ``colab``/``paper`` for
+GPUs. The toy chapters are CPU
 experiments whatever the preset: a table without a ``colab`` or ``paper`` entry uses its ``book``
 entry.
 """
@@ -21,7 +23,7 @@ import numpy as np
 
 import itlin_core as ic
 
-PRESETS = ("smoke", "book", "colab", "paper")
+PRESETS = ("smoke", "book", "laptop", "colab", "paper")
 
 
 def _has_gpu() -> bool:
@@ -46,7 +48,7 @@ def get_preset(preset: str | None = None) -> str:
     """The preset to use: ``preset`` if given, else :func:`default_preset` (``$ITLIN_PRESET``, else
     ``colab`` on a GPU and ``book`` without one).
 
-    Raises ValueError for anything but ``smoke``, ``book``, ``colab``, ``paper``.
+    Raises ValueError for anything but ``smoke``, ``book``, ``laptop``, ``colab``, ``paper``.
     """
     name = preset if preset is not None else default_preset()
     name = str(name).strip().lower()
@@ -66,7 +68,7 @@ def preset_line(preset: str) -> str:
                "no $ITLIN_PRESET and no GPU; on a GPU the default is colab")
     else:
         why = "chosen in the cell above"
-    return (f"preset: {preset} ({why}; to change it, run %env ITLIN_PRESET=<smoke|book|colab|paper> "
+    return (f"preset: {preset} ({why}; to change it, run %env ITLIN_PRESET=<smoke|book|laptop|colab|paper> "
             "first, or write common.get_preset(\"<name>\") above)")
 
 

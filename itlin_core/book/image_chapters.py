@@ -24,7 +24,7 @@ from typing import Sequence
 from .common import get_preset
 from .image_records import format_setting, records_equal, summarise
 from .image_runs import ImageRunConfig, image_data, run_images
-from .records import default_checkpoint_dir, load_results, save_results
+from .records import default_checkpoint_dir, load_results, results_path, save_results
 
 #: The image chapters, by notebook name (each is a module of :mod:`itlin_core.book`).
 CHAPTERS = ("cifar_few_updates", "cifar_features", "cifar_damping", "resnet_mnist")
@@ -53,23 +53,45 @@ def group(**kw) -> ImageRunConfig:
     return ImageRunConfig(dataset=kw.pop("dataset", "cifar10"), model=kw.pop("model", "lenet50"), **kw)
 
 
+#: The presets whose results the book plots, the larger scale first.
+RECORDED_PRESETS = ("paper", "colab", "laptop")
+
+
+def shown_preset(chapter: str, preset: str | None = None) -> str:
+    """The preset whose settings a chapter shows: ``preset`` itself, except at ``book`` (which
+    trains nothing), where it is the preset of the recorded result the chapter plots
+    (:data:`RECORDED_PRESETS`, the larger scale first), or ``colab`` when none is recorded."""
+    preset = get_preset(preset)
+    if preset != "book":
+        return preset
+    return next((p for p in RECORDED_PRESETS if results_path(chapter, p).exists()), "colab")
+
+
 def run_groups(chapter: str, preset: str | None = None) -> dict:
     """The run groups of an image chapter at a preset (``book`` trains none: the chapter plots a
-    recorded result instead, so this returns the ``colab`` settings for display)."""
+    recorded result instead, so this returns the settings of :func:`shown_preset`).
+
+    Raises:
+      ValueError: an unknown chapter, or ``laptop`` for a chapter without laptop-scale groups.
+    """
     if chapter not in CHAPTERS:
         raise ValueError(f"unknown chapter {chapter!r}; the image chapters are {', '.join(CHAPTERS)}.")
-    preset = get_preset(preset)
-    return importlib.import_module(f"{__package__}.{chapter}").runs("colab" if preset == "book" else preset)
+    preset = shown_preset(chapter, preset)
+    module = importlib.import_module(f"{__package__}.{chapter}")
+    if preset == "laptop" and not getattr(module, "HAS_LAPTOP", False):
+        raise ValueError(f"the chapter {chapter!r} has no laptop-scale run groups yet; use smoke, colab or paper.")
+    return module.runs(preset)
 
 
-def scale_table(chapter: str) -> list:
-    """Rows ``(run, setting, colab, paper)`` for every setting that differs between the
-    ``colab`` and ``paper`` presets of ``chapter``: the chapter's note on scale."""
-    colab, paper = run_groups(chapter, "colab"), run_groups(chapter, "paper")
+def scale_table(chapter: str, preset: str = "colab") -> list:
+    """Rows ``(run, setting, <preset>, paper)`` for every setting that differs between ``preset``
+    (``colab`` or ``laptop``) and the ``paper`` preset of ``chapter``: the chapter's note on
+    scale."""
+    colab, paper = run_groups(chapter, preset), run_groups(chapter, "paper")
     rows = []
     for name in paper:
         if name not in colab:
-            rows.append((name, "(run)", "not run at colab", "run"))
+            rows.append((name, "(run)", f"not run at {preset}", "run"))
             continue
         a, b = colab[name].as_dict(), paper[name].as_dict()
         rows += [(name, field, a[field], b[field]) for field in a if a[field] != b[field]]
@@ -77,11 +99,11 @@ def scale_table(chapter: str) -> list:
     return rows
 
 
-def scale_table_markdown(chapter: str) -> str:
+def scale_table_markdown(chapter: str, preset: str = "colab") -> str:
     """:func:`scale_table` as a Markdown table (``display(Markdown(...))`` in a notebook)."""
-    lines = ["| run group | setting | colab | paper |", "| --- | --- | --- | --- |"]
+    lines = [f"| run group | setting | {preset} | paper |", "| --- | --- | --- | --- |"]
     lines += [f"| `{run}` | {field} | {format_setting(field, a)} | {format_setting(field, b)} |"
-              for run, field, a, b in scale_table(chapter)]
+              for run, field, a, b in scale_table(chapter, preset)]
     return "\n".join(lines)
 
 
@@ -98,20 +120,21 @@ def follows_rule(colab: ImageRunConfig, paper: ImageRunConfig) -> bool:
     return ok
 
 
-def rule_table(chapter: str) -> str:
+def rule_table(chapter: str, preset: str = "colab") -> str:
     """For each run group of ``chapter``, how its colab settings relate to the paper's: whether
     they follow the rule of :func:`scaled`, the ratios of learning rates, steps and largest finite
     K, the training time ``lr * steps`` and ``lr * K`` of every run (``inf`` for K = inf)."""
-    colab, paper = run_groups(chapter, "colab"), run_groups(chapter, "paper")
+    colab, paper = run_groups(chapter, preset), run_groups(chapter, "paper")
     big = lambda cfg: max((k for k in cfg.Ks if k is not None and not isinstance(k, str)), default=None)
     lrk = lambda cfg: ", ".join("inf" if k is None else k if isinstance(k, str) else f"{cfg.lr * k:.3g}"
                                 for k, _ in cfg.runs)
-    lines = [f"{'run group':16s} {'rule?':>5s} {'lr colab/paper':>14s} {'steps paper/colab':>17s} "
-             f"{'largest K paper/colab':>21s} {'lr*steps colab | paper':>23s}   lr*K per run, colab | paper"]
+    q = preset
+    lines = [f"{'run group':16s} {'rule?':>5s} {f'lr {q}/paper':>14s} {f'steps paper/{q}':>17s} "
+             f"{f'largest K paper/{q}':>21s} {f'lr*steps {q} | paper':>23s}   lr*K per run, {q} | paper"]
     for name, c in colab.items():
         p = paper.get(name)
         if p is None:
-            lines.append(f"{name:16s} (colab only)")
+            lines.append(f"{name:16s} ({preset} only)")
             continue
         k_ratio = f"{big(p) / big(c):g}" if big(c) and big(c) > 1 and big(p) else "-"
         lines.append(f"{name:16s} {'yes' if follows_rule(c, p) else 'no':>5s} {c.lr / p.lr:>14g} "
@@ -121,13 +144,14 @@ def rule_table(chapter: str) -> str:
 
 
 def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = None, names: Sequence | None = None,
-                checkpoint_dir=None, progress=None) -> dict:
+                checkpoint_dir=None, progress=None, data_dir=None, verify: bool = True) -> dict:
     """Train the run groups of an image chapter (``names``, default all) and return their
     :func:`~itlin_core.book.image_records.summarise` records, ``{name: record}``. At
     ``colab``/``paper`` every group checkpoints to ``checkpoint_dir`` (default
     :func:`~itlin_core.book.records.default_checkpoint_dir`) and resumes from it; at ``smoke``
     nothing is written. ``data``: ``{dataset: image_data(...)}`` to reuse loaded data; missing
-    data sets are loaded with :func:`~itlin_core.book.image_runs.image_data`.
+    data sets are loaded with :func:`~itlin_core.book.image_runs.image_data` from ``data_dir``
+    (checked against the published checksums unless ``verify=False``, e.g. for a re-encoded copy).
 
     Raises:
       ValueError: at the ``book`` preset (which plots recorded results and never trains), or an
@@ -149,7 +173,7 @@ def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = 
     for name in names:
         cfg = groups[name]
         if cfg.dataset not in data:
-            data[cfg.dataset] = image_data(cfg.dataset, preset)
+            data[cfg.dataset] = image_data(cfg.dataset, preset, data_dir=data_dir, verify=verify)
         tag = "-stand-in" if data[cfg.dataset].get("stand_in") else ""  # never resumed as a real-data run
         ck = None if checkpoint_dir is None else Path(checkpoint_dir) / f"{chapter}-{name}-{preset}{tag}.npz"
         hist = run_images(cfg, data[cfg.dataset], checkpoint_path=ck, progress=progress,
@@ -167,7 +191,8 @@ def provenance(record_or_results, preset: str | None = None) -> str:
         groups = r["data"].values() if isinstance(r["data"], dict) else []
         stand_in = any(isinstance(g, dict) and g.get("stand_in") for g in groups)
         return (f"recorded {r['preset']} run on {dev}, {r.get('created', '?')}"
-                + (", on stand-in data: not CIFAR10/MNIST results" if stand_in else ""))
+                + (", on stand-in data: not CIFAR10/MNIST results" if stand_in else "")
+                + (f"; {r['note']}" if r.get("note") else ""))
     first = next(iter(record_or_results.values()))
     if first.get("stand_in"):
         return f"{preset or 'smoke'} run on in-format stand-in data: not CIFAR10/MNIST results"
@@ -181,10 +206,10 @@ def chapter_results(chapter: str, preset: str | None = None):
     (:func:`~itlin_core.book.records.save_results`)."""
     preset = get_preset(preset)
     if preset == "book":
-        record = load_results(chapter)
+        record = load_results(chapter, RECORDED_PRESETS)
         return (None, None) if record is None else (record["data"], provenance(record))
     results = run_chapter(chapter, preset)
-    if preset in ("colab", "paper") and not any(r["stand_in"] for r in results.values()):
+    if preset in RECORDED_PRESETS and not any(r["stand_in"] for r in results.values()):
         save_results(chapter, preset, results, seed=0)
     return results, provenance(results, preset)
 
@@ -193,10 +218,11 @@ def results_summary(chapter: str, results, source) -> str:
     """What a chapter prints about its curves: their source and each group's size and cost, or
     how to produce a record when there is none."""
     if results is None:
-        return (f"No colab or paper result of '{chapter}' has been recorded yet, so the figures below are not "
-                "shown.\nTo produce one, run this notebook on a GPU with ITLIN_PRESET=colab (see the page "
-                f"'Running the chapters on a GPU'); it trains, saves book/results/{chapter}-colab.json, and the "
-                "book then plots it.")
+        return (f"No laptop, colab or paper result of '{chapter}' has been recorded yet, so the figures below are "
+                "not shown.\nTo produce one, run this notebook on a GPU with ITLIN_PRESET=colab, or record it "
+                f"with 'python -m itlin_core.book.record {chapter} --preset <laptop|colab|paper> --data DIR' (see "
+                f"the page 'Running the chapters on a GPU'); it saves book/results/{chapter}-<preset>.json, and "
+                "the book then plots it.")
     lines = [f"source: {source}"]
     for name, rec in results.items():
         sps = rec["steps_per_second"]
@@ -205,6 +231,21 @@ def results_summary(chapter: str, results, source) -> str:
                      f"{rec['n_train']:,} training images, {rec['n_eval']:,} evaluated; {rec['seconds']:.0f} s"
                      + (f" ({sps:.1f} steps/s)" if sps else "") + diverged)
     return "\n".join(lines)
+
+
+def recorded_sentence(results, preset: str) -> str:
+    """One sentence for a chapter's note on scale: how long the shown run took and where, or
+    that nothing is recorded (``results`` from :func:`chapter_results`, ``preset`` from
+    :func:`shown_preset`)."""
+    if results is None:
+        return ("**No run of this chapter has been recorded yet.** The colab budget of about an hour is a target "
+                "for the settings, not a measurement.")
+    if any(r["stand_in"] for r in results.values()):
+        return (f"At the `{preset}` preset the chapter trains tiny runs on stand-in images; their times say "
+                "nothing about CIFAR10.")
+    minutes = sum(float(r["seconds"]) for r in results.values()) / 60
+    return (f"The curves shown come from a `{preset}` run: its run groups trained for {minutes:.0f} minutes in "
+            "all (each group's time is printed above with its source).")
 
 
 def survives_round_trip(chapter: str, results) -> bool:
@@ -216,6 +257,6 @@ def survives_round_trip(chapter: str, results) -> bool:
     return records_equal(results, back)
 
 
-__all__ = ["CHAPTERS", "SMOKE", "CIFAR_PAPER_LR", "COLAB_C", "FULL_BATCH_CHUNK", "scaled", "group", "run_groups",
+__all__ = ["CHAPTERS", "RECORDED_PRESETS", "shown_preset", "SMOKE", "CIFAR_PAPER_LR", "COLAB_C", "FULL_BATCH_CHUNK", "scaled", "group", "run_groups",
            "scale_table", "scale_table_markdown", "follows_rule", "rule_table", "run_chapter", "provenance",
-           "chapter_results", "results_summary", "survives_round_trip"]
+           "chapter_results", "results_summary", "recorded_sentence", "survives_round_trip"]

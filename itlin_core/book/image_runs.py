@@ -170,14 +170,15 @@ class ImageRunConfig:
 # data
 
 def image_data(dataset: str, preset: str | None = None, *, data_dir=None, stand_in: bool | None = None,
-               stand_in_sizes=SMOKE_SIZES, progress=None) -> dict:
+               stand_in_sizes=SMOKE_SIZES, progress=None, verify: bool = True) -> dict:
     """The images for a chapter: the real data set, or in-format stand-in data at ``smoke``.
 
     ``stand_in`` defaults to ``preset == "smoke"`` or the environment variable
     ``ITLIN_STAND_IN=1`` (for GPU timing runs without the data). Stand-in images are written once
     per size into ``<tmp>/itlin-stand-in`` in the upstream on-disk format and read back by the
     same loader as the real files (:func:`itlin_core.datasets.cifar10` / ``mnist`` with
-    ``verify=False``). Returns the loader's dict (uint8 NHWC images, int labels) plus
+    ``verify=False``). Real data come from ``data_dir``, checked against the published checksums
+    unless ``verify=False`` (a re-encoded copy, whose records must say so). Returns the loader's dict (uint8 NHWC images, int labels) plus
     ``stand_in`` (bool) and ``mean``/``std``, the training images' channel statistics.
     """
     if dataset not in DATASETS:
@@ -193,7 +194,7 @@ def image_data(dataset: str, preset: str | None = None, *, data_dir=None, stand_
             _write_stand_in_once(dataset, root, n_train, n_test)
         data = loader(root, verify=False)
     else:
-        data = loader(data_dir, progress=progress)
+        data = loader(data_dir, verify=verify, progress=progress)
     mean, std = ic.channel_stats(data["x_train"])
     return dict(data, stand_in=bool(stand_in), mean=mean, std=std)
 

@@ -1,0 +1,111 @@
+"""Record an image chapter's run groups on real data, for the book to plot.
+
+``python -m itlin_core.book.record CHAPTER --preset laptop --data DIR`` trains the chapter's run
+groups at the preset (:func:`itlin_core.book.image_chapters.run_groups`) on the real data set in
+``DIR`` (CIFAR10 as ``DIR/cifar-10-batches-py/`` or its archive, MNIST as the four idx files in
+``DIR`` or ``DIR/mnist``), with a progress bar and a checkpoint per group, and writes
+``book/results/<chapter>-<preset>.json`` (:func:`itlin_core.book.records.save_results`,
+atomically). Interrupted, the same command resumes every group from its checkpoint exactly
+(bit for bit). ``--names`` records some groups only and merges them into the preset's existing
+record, so a chapter can be recorded over several sittings.
+
+Files are checked against their published checksums unless ``--no-verify``; a copy that is not
+the original (a re-encoded CIFAR10) must then say what it is with ``--data-note``, which the
+record keeps and the chapters print under their figures. Stand-in data are never recorded:
+the command loads only the folder it is given, and refuses, with a sentence naming what is
+missing, a folder without the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .image_chapters import CHAPTERS, RECORDED_PRESETS, run_chapter, run_groups
+from .image_runs import image_data
+from .records import load_results, save_results
+
+
+def missing_data(dataset: str, data_dir) -> str | None:
+    """A sentence saying what ``data_dir`` lacks for ``dataset``, or ``None`` when the files are
+    there (their contents are checked when they are loaded)."""
+    root = Path(data_dir)
+    if not root.is_dir():
+        return f"--data {root} is not a folder."
+    if dataset == "cifar10":
+        folders = [root / "cifar-10-batches-py", root]
+        if (root / "cifar-10-python.tar.gz").exists() or any(
+                all((f / n).exists() for n in ("data_batch_1", "test_batch")) for f in folders):
+            return None
+        return (f"--data {root} holds no CIFAR10: expected {root / 'cifar-10-batches-py'}/ (data_batch_1 ... "
+                f"data_batch_5, test_batch) or {root / 'cifar-10-python.tar.gz'}.")
+    names = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+    for folder in (root / "mnist", root):
+        if all((folder / n).exists() or (folder / (n + ".gz")).exists() for n in names):
+            return None
+    return f"--data {root} holds no MNIST: expected the four files {', '.join(n + '.gz' for n in names)} in it."
+
+
+def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: bool = True,
+                   data_note: str | None = None, checkpoint_dir=None, results_dir=None, progress=None) -> Path:
+    """Train and record ``chapter`` at ``preset`` on the data in ``data_dir``; returns the path of
+    the record written. ``names``: these groups only, merged into the existing record of the
+    preset. Raises ValueError (naming what is wrong) for an unknown chapter, group or preset,
+    missing data files, or ``verify=False`` without a ``data_note``."""
+    if chapter not in CHAPTERS:
+        raise ValueError(f"unknown chapter {chapter!r}; the image chapters are {', '.join(CHAPTERS)}.")
+    if preset not in RECORDED_PRESETS:
+        raise ValueError(f"--preset must be one of {', '.join(RECORDED_PRESETS)}, got {preset!r}.")
+    if not verify and not (data_note and data_note.strip()):
+        raise ValueError("--no-verify records data that are not checked against the originals: say what they are "
+                         "with --data-note (e.g. 'CIFAR10 decoded from a JPEG copy').")
+    groups = run_groups(chapter, preset)
+    names = list(groups) if not names else list(names)
+    unknown = [n for n in names if n not in groups]
+    if unknown:
+        raise ValueError(f"unknown run group(s) {unknown} for chapter {chapter!r}; it has {list(groups)}.")
+    datasets = sorted({groups[n].dataset for n in names})
+    for dataset in datasets:
+        problem = missing_data(dataset, data_dir)
+        if problem:
+            raise ValueError(problem)
+    data = {d: image_data(d, preset, data_dir=data_dir, stand_in=False, verify=verify, progress=progress)
+            for d in datasets}
+    results = run_chapter(chapter, preset, data=data, names=names, checkpoint_dir=checkpoint_dir, progress=progress)
+    if any(r["stand_in"] for r in results.values()):    # cannot happen with stand_in=False; never record it
+        raise RuntimeError("stand-in data reached a record; nothing was written.")
+    previous = load_results(chapter, (preset,), results_dir=results_dir)
+    if previous is not None and set(names) != set(groups):
+        results = {**{k: v for k, v in previous["data"].items() if k not in results}, **results}
+        results = {k: results[k] for k in groups if k in results}    # the chapter's order
+    note = data_note.strip() if data_note else None
+    return save_results(chapter, preset, results, seed=0, results_dir=results_dir, note=note)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m itlin_core.book.record", description=__doc__.split("\n\n")[0])
+    parser.add_argument("chapter", help=f"one of {', '.join(CHAPTERS)}")
+    parser.add_argument("--preset", required=True, help=f"one of {', '.join(RECORDED_PRESETS)}")
+    parser.add_argument("--data", required=True, help="folder holding the data set (see the module docstring)")
+    parser.add_argument("--names", nargs="+", help="record these run groups only (merged into the existing record)")
+    parser.add_argument("--no-verify", action="store_true", help="do not check the files' checksums (a copy)")
+    parser.add_argument("--data-note", help="what the data are, kept in the record (required with --no-verify)")
+    parser.add_argument("--checkpoint-dir", help="where checkpoints go (default: the book's checkpoint folder)")
+    parser.add_argument("--results-dir", help="where the record goes (default: book/results)")
+    args = parser.parse_args(argv)
+    try:
+        path = record_chapter(args.chapter, args.preset, args.data, names=args.names, verify=not args.no_verify,
+                              data_note=args.data_note, checkpoint_dir=args.checkpoint_dir,
+                              results_dir=args.results_dir, progress="text")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"recorded {path}")
+    return 0
+
+
+__all__ = ["missing_data", "record_chapter", "main"]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""``python -m itlin_core.book.record``: records a chapter from the data folder it is given,
+refuses clearly what it cannot record, resumes, and merges groups recorded in several sittings.
+Tested on files written in the real on-disk format (no internet here), with tiny groups in place
+of the chapter's laptop groups."""
+
+import dataclasses
+
+import pytest
+
+import itlin_core as ic
+from itlin_core.book import cifar_few_updates, image_chapters, image_records, record, records
+
+TINY = dict(width=4, batch_size=16, n_eval=64, eval_batch=32, n_train=96)
+
+
+def tiny_runs(preset):
+    assert preset == "laptop"
+    return {"fig3": image_chapters.group(steps=8, eval_every=4, Ks=(1, 4, None), lr=0.005, **TINY),
+            "fig3_rules": image_chapters.group(steps=8, eval_every=4, Ks=(1, "geometric(2, 1.5)", "on_drift(0.1)"),
+                                               lr=0.005, drift_every=2, **TINY)}
+
+
+@pytest.fixture
+def folders(tmp_path, monkeypatch):
+    monkeypatch.setattr(cifar_few_updates, "runs", tiny_runs)
+    data = tmp_path / "data"
+    ic.datasets.write_stand_in("cifar10", data, 160, 64)
+    return {"data": data, "results": tmp_path / "results", "ck": tmp_path / "ck"}
+
+
+def test_records_the_groups_with_the_data_note_and_merges_later_groups(folders):
+    kw = dict(verify=False, data_note="files written by the test", checkpoint_dir=folders["ck"],
+              results_dir=folders["results"], progress="off")
+    path = record.record_chapter("cifar_few_updates", "laptop", folders["data"], names=["fig3"], **kw)
+    assert path.name == "cifar_few_updates-laptop.json"
+    first = records.load_results("cifar_few_updates", ("laptop",), results_dir=folders["results"])
+    assert list(first["data"]) == ["fig3"] and first["note"] == "files written by the test"
+    record.record_chapter("cifar_few_updates", "laptop", folders["data"], names=["fig3_rules"], **kw)
+    both = records.load_results("cifar_few_updates", ("laptop",), results_dir=folders["results"])
+    assert list(both["data"]) == ["fig3", "fig3_rules"]
+    assert image_records.records_equal(both["data"]["fig3"], first["data"]["fig3"])  # kept, not retrained away
+    for name, rec in both["data"].items():
+        assert not rec["stand_in"]
+        image_records.check_record(name, rec, smoke=True)
+    assert "files written by the test" in image_chapters.provenance(both)
+    # run again: every group resumes from its finished checkpoint and gives the same record
+    record.record_chapter("cifar_few_updates", "laptop", folders["data"], **kw)
+    again = records.load_results("cifar_few_updates", ("laptop",), results_dir=folders["results"])
+    for name in both["data"]:
+        a, b = dict(both["data"][name]), dict(again["data"][name])
+        a.pop("seconds"), b.pop("seconds"), a.pop("steps_per_second"), b.pop("steps_per_second")
+        assert image_records.records_equal(a, b), name
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(preset="smoke"), "--preset"), (dict(chapter="xor_features"), "unknown chapter"),
+    (dict(names=["fig99"]), "unknown run group"), (dict(verify=False), "--data-note"),
+    (dict(data_dir="missing"), "not a folder"), (dict(data_dir="empty"), "holds no CIFAR10")])
+def test_refuses_what_it_cannot_record(folders, kwargs, match):
+    (folders["data"].parent / "empty").mkdir()
+    args = dict(chapter="cifar_few_updates", preset="laptop", data_dir=folders["data"], verify=True)
+    args.update(kwargs)
+    if args["data_dir"] in ("missing", "empty"):
+        args["data_dir"] = folders["data"].parent / args["data_dir"]
+    with pytest.raises(ValueError, match=match):
+        record.record_chapter(args.pop("chapter"), args.pop("preset"), args.pop("data_dir"),
+                              results_dir=folders["results"], **args)
+    assert not folders["results"].exists()          # nothing written
+
+
+def test_the_command_line_reports_errors_in_a_sentence(folders, capsys):
+    assert record.main(["cifar_few_updates", "--preset", "laptop", "--data", str(folders["data"]), "--no-verify"]) == 2
+    assert "--data-note" in capsys.readouterr().err
+
+
+def test_chapters_without_laptop_groups_say_so():
+    with pytest.raises(ValueError, match="no laptop-scale run groups"):
+        image_chapters.run_groups("cifar_damping", "laptop")
