@@ -61,7 +61,7 @@ def test_mismatched_shapes():
 
 @pytest.mark.parametrize("name", ["huge", "", "Smoke!", "gpu"])
 def test_unknown_preset(name, monkeypatch):
-    with pytest.raises(ValueError, match="smoke, book, colab, paper"):
+    with pytest.raises(ValueError, match="smoke, book, laptop, colab, paper"):
         common.get_preset(name)
     monkeypatch.setenv("ITLIN_PRESET", name)
     with pytest.raises(ValueError, match="ITLIN_PRESET"):
