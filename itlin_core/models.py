@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._conv import _conv, _conv_lax, _conv_padded, _conv_padded_lax  # noqa: F401 (the references, for tests)
 from .activations import activation as _activation
 
 
@@ -88,23 +89,6 @@ def _check_images(model: str, x, channels: int, hw=None) -> None:
                         "uint8 images first, e.g. ic.normalise(x, *ic.channel_stats(x_train)).")
 
 
-def _conv(x, w, b):
-    """A stride-1 VALID convolution (NHWC images, HWIO kernel) as one matrix product over the
-    ``kh * kw`` shifted copies of the input ("im2col"): the same sums as
-    ``lax.conv_general_dilated`` (tests/test_models.py compares them), but inside ``lax.scan``
-    on XLA:CPU, where the training loop runs, convolutions take a slow path and this form is
-    several times faster (itlin_core.book.bench measures both); on a GPU the two cost about the
-    same."""
-    kh, kw = w.shape[:2]
-    ho, wo = x.shape[1] - kh + 1, x.shape[2] - kw + 1
-    patches = jnp.concatenate([x[:, i:i + ho, j:j + wo, :] for i in range(kh) for j in range(kw)], axis=-1)
-    return patches @ w.reshape(-1, w.shape[-1]) + b
-
-
-def _conv_lax(x, w, b):  # the reference _conv is tested against
-    return jax.lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
-
-
 def _max_pool(x, size=2):
     return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, size, size, 1), (1, size, size, 1), "VALID")
 
@@ -167,14 +151,6 @@ def lenet50_features(params, x, layer: int):
     for name in ("conv1", "conv2")[:layer]:
         y = _max_pool(jax.nn.relu(_conv(y, params[name]["w"], params[name]["b"])))
     return y.reshape(y.shape[0], -1)
-
-
-def _conv_padded(x, w, stride):
-    """Convolution with ``k // 2`` zeros on every side (PyTorch's ``padding=k//2``; JAX's
-    "SAME" pads asymmetrically when the stride is 2)."""
-    p = w.shape[0] // 2
-    return jax.lax.conv_general_dilated(x, w, window_strides=(stride, stride), padding=((p, p), (p, p)),
-                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
 
 def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: int = 3, width: int = 64,

@@ -222,3 +222,19 @@ def test_im2col_convolution_equals_lax_conv_and_its_gradient(shape, kernel):
     loss = lambda f: lambda w_, x_: jnp.sum(jnp.sin(f(x_, w_, b)))
     for a, r in zip(jax.grad(loss(_conv), argnums=(0, 1))(w, x), jax.grad(loss(_conv_lax), argnums=(0, 1))(w, x)):
         np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, kernel, stride", [((2, 8, 8, 3), (3, 3, 3, 4), 1), ((2, 8, 8, 3), (3, 3, 3, 4), 2),
+                                                   ((3, 7, 5, 2), (3, 3, 2, 3), 2), ((2, 8, 8, 4), (1, 1, 4, 6), 2),
+                                                   ((1, 9, 9, 2), (1, 1, 2, 2), 1)])
+def test_padded_strided_im2col_convolution_equals_lax_conv_and_its_gradient(shape, kernel, stride):
+    """ResNet's convolution (padding k // 2, stride 1 or 2, odd and even sizes) against lax.conv."""
+    from itlin_core.models import _conv_padded, _conv_padded_lax
+
+    x = jax.random.normal(jax.random.key(4), shape)
+    w = jax.random.normal(jax.random.key(5), kernel)
+    np.testing.assert_allclose(_conv_padded(x, w, stride), _conv_padded_lax(x, w, stride), rtol=1e-5, atol=1e-5)
+    loss = lambda f: lambda w_, x_: jnp.sum(jnp.sin(f(x_, w_, stride)))
+    for a, r in zip(jax.grad(loss(_conv_padded), argnums=(0, 1))(w, x),
+                    jax.grad(loss(_conv_padded_lax), argnums=(0, 1))(w, x)):
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4)

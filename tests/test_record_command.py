@@ -73,6 +73,13 @@ def test_the_command_line_reports_errors_in_a_sentence(folders, capsys):
     assert "--data-note" in capsys.readouterr().err
 
 
-def test_chapters_without_laptop_groups_say_so():
+def test_chapters_without_laptop_groups_say_so(monkeypatch):
+    """Every image chapter has laptop groups now; a chapter module without them (its
+    ``HAS_LAPTOP`` removed) is refused at that preset in a sentence, and not at the others."""
+    from itlin_core.book import cifar_damping
+
+    assert all(image_chapters.run_groups(c, "laptop") for c in image_chapters.CHAPTERS)
+    monkeypatch.delattr(cifar_damping, "HAS_LAPTOP")
     with pytest.raises(ValueError, match="no laptop-scale run groups"):
         image_chapters.run_groups("cifar_damping", "laptop")
+    assert image_chapters.run_groups("cifar_damping", "colab")

@@ -5,6 +5,7 @@ the fast against the generic Gauss-Newton step of the mean-field chapters.
     python -m itlin_core.book.bench --mean-field [--n 500] [--width 5000] [--rounds 5] [--steps 3]
     python -m itlin_core.book.bench --ntk [--rounds 3]
     python -m itlin_core.book.bench --rules [--batch 256] [--rounds 7] [--steps 5]
+    python -m itlin_core.book.bench --conv [--batch 64] [--width 8] [--rounds 3] [--steps 5]
 
 Model: the LeNet-50 CNN of Goldwaser and Ge, App. C.2.1, on a batch of 32x32x3 inputs with softmax
 cross-entropy. Both steps are jitted; they are timed interleaved (SGD, IL, SGD, IL, ...) so
@@ -17,6 +18,7 @@ against a forward and a backward pass for SGD.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import statistics
 import time
@@ -71,6 +73,48 @@ def rules_bench(batch: int = 256, rounds: int = 7, steps: int = 5, seed: int = 0
     times = interleaved(fns, {k: ic.init_il_state(params, opt) for k in fns}, b, rounds, steps)
     return {k: statistics.median(v) for k, v in times.items()} | {
         f"{k} / K=10": statistics.median(a / c for a, c in zip(v, times["K=10"])) for k, v in times.items() if k != "K=10"}
+
+
+def conv_bench(batch: int = 64, width: int = 8, rounds: int = 3, steps: int = 5, seed: int = 0) -> dict:
+    """Seconds per SGD step inside ``lax.scan`` (as the run groups train) with the convolutions as
+    im2col matrix products (the models' own, :func:`itlin_core.models._conv`) and as
+    ``lax.conv_general_dilated`` (the references ``_conv_lax``, ``_conv_padded_lax``), for
+    LeNet-50 and the plain ResNet-18 at ``width`` channels on ``batch`` CIFAR-sized images,
+    timed interleaved in one run: ``{"<model> <form>": seconds, "<model> lax / im2col": ratio}``."""
+    from unittest import mock
+
+    from .. import models
+
+    kx, ky = jax.random.split(jax.random.key(seed + 1))
+    b = (jax.random.normal(kx, (batch, 32, 32, 3)), jax.random.randint(ky, (batch,), 0, 10))
+    opt = optax.sgd(1e-3)
+    lax_forms = {"_conv": models._conv_lax, "_conv_padded": models._conv_padded_lax}
+    fns, carries = {}, {}
+    for name, make in (("LeNet-50", lambda: models.lenet50(channels=width)),
+                       ("ResNet-18", lambda: models.resnet18(width=width))):
+        model = make()
+        params = model.init(jax.random.key(seed))
+        for form in ("im2col", "lax.conv"):
+            def run(carry, batch_, model=model):
+                def step(c, _):
+                    p, s = c
+                    g = jax.grad(lambda q: ic.softmax_cross_entropy(model.apply(q, batch_[0]), batch_[1]))(p)
+                    u, s = opt.update(g, s, p)
+                    return (optax.apply_updates(p, u), s), None
+                carry, _ = jax.lax.scan(step, carry, None, length=steps)
+                return carry, None
+            fn = jax.jit(run)
+            carry = (params, opt.init(params))
+            patch = mock.patch.multiple(models, **lax_forms) if form == "lax.conv" else contextlib.nullcontext()
+            with patch:                                # traced (and cached for the timed calls) with this form
+                carry, _ = fn(carry, b)
+            fns[f"{name} {form}"], carries[f"{name} {form}"] = fn, carry
+    times = interleaved(fns, carries, b, rounds, 1)
+    out = {k: statistics.median(v) / steps for k, v in times.items()}
+    for name in ("LeNet-50", "ResNet-18"):
+        out[f"{name} lax / im2col"] = statistics.median(
+            a / c for a, c in zip(times[f"{name} lax.conv"], times[f"{name} im2col"]))
+    return out
 
 
 def time_steps(fn, carry, b, n):
@@ -168,9 +212,22 @@ def main(argv=None):
     ap.add_argument("--mean-field", action="store_true", help="time the GN steps of the mean-field chapters")
     ap.add_argument("--ntk", action="store_true", help="time every method of ic.empirical_ntk")
     ap.add_argument("--rules", action="store_true", help="time the relinearisation rules against K = 10")
+    ap.add_argument("--conv", action="store_true", help="time im2col against lax.conv inside lax.scan (--width "
+                    "channels; default 8)")
     ap.add_argument("--n", type=int, default=500, help="--mean-field: training-set size")
-    ap.add_argument("--width", type=int, default=5000, help="--mean-field: hidden units")
+    ap.add_argument("--width", type=int, default=None, help="--mean-field: hidden units (default 5000); "
+                    "--conv: channels (default 8)")
     args = ap.parse_args(argv)
+    if args.conv:
+        batch = 64 if args.batch == 256 else args.batch
+        t = conv_bench(batch, args.width or 8, min(args.rounds, 3), args.steps)
+        print(f"SGD step inside lax.scan ({args.steps} steps per call), batch {batch} x 32x32x3, width "
+              f"{args.width or 8}: convolutions as im2col against lax.conv, interleaved")
+        print(_device_line())
+        for name in ("LeNet-50", "ResNet-18"):
+            print(f"{name}: im2col {t[f'{name} im2col'] * 1e3:.1f} ms, lax.conv {t[f'{name} lax.conv'] * 1e3:.1f} ms "
+                  f"per step; lax.conv / im2col = {t[f'{name} lax / im2col']:.2f}")
+        return t
     if args.ntk:
         res = ntk_bench(rounds=min(args.rounds, 3))
         print("ic.empirical_ntk(apply, params, x, full=True), median ms after compilation")
@@ -190,8 +247,8 @@ def main(argv=None):
             print(f"{k}: median {t[k] * 1e3:.1f} ms{ratio}")
         return t
     if args.mean_field:
-        t = mean_field_bench(args.n, args.width, rounds=min(args.rounds, 5), steps=min(args.steps, 3))
-        print(f"Mean-field GN step (Arbel et al.), N = {args.n}, M = {args.width}, d = 10, float64")
+        t = mean_field_bench(args.n, args.width or 5000, rounds=min(args.rounds, 5), steps=min(args.steps, 3))
+        print(f"Mean-field GN step (Arbel et al.), N = {args.n}, M = {args.width or 5000}, d = 10, float64")
         print(_device_line())
         for k, v in t.items():
             print(f"median {k} step: {v * 1e3:.1f} ms")

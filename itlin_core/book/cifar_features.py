@@ -9,16 +9,30 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from . import plotting
-from .image_chapters import CIFAR_PAPER_LR, COLAB_C, SMOKE, group, scaled
+from .image_chapters import CIFAR_PAPER_LR, COLAB_C, LAPTOP, LAPTOP_LR, SMOKE, group, scaled
+from .claims import judge, pct, tolerance
 from .image_records import best_accuracy
 
 #: Goldwaser and Ge's Fig. 6 maps a filter change in [-0.5, 0.5] to [0, 1].
 PAPER_RANGE = 0.5
+#: This chapter has run groups at the ``laptop`` preset (a CPU recording on real CIFAR10), at the
+#: scale and learning rate of the first CIFAR10 chapter's laptop groups.
+HAS_LAPTOP = True
+#: The training-set sizes of Fig. 4 at ``laptop``: the paper's up to the laptop subset of 10,000.
+LAPTOP_SIZES = (1000, 2000, 5000, 10_000)
 
 
 def runs(preset: str) -> dict:
-    """The run groups at ``preset`` (``smoke``, ``colab`` or ``paper``): ``fig5_6`` and one
-    ``fig4_n<size>`` group per training-set size (at ``paper`` also ``fig4_fast_n<size>``)."""
+    """The run groups at ``preset`` (``smoke``, ``laptop``, ``colab`` or ``paper``): ``fig5_6``
+    and one ``fig4_n<size>`` group per training-set size (at ``paper`` also ``fig4_fast_n<size>``)."""
+    if preset == "laptop":
+        # fig5_6 as the first chapter's laptop fig2 (same K, steps, augmentation), with probes
+        out = {"fig5_6": group(lr=LAPTOP_LR, Ks=(1, 400), augment=True, probes=True, n_filters=3, probe_train=2000,
+                               steps=4000, eval_every=200, **LAPTOP)}
+        for n in LAPTOP_SIZES:
+            out[f"fig4_n{n}"] = group(lr=LAPTOP_LR, Ks=(1, 100, 1000, None), steps=3000, eval_every=150,
+                                      **dict(LAPTOP, n_train=n))
+        return out
     if preset == "smoke":
         base = dict(steps=40, eval_every=10, lr=0.02, **SMOKE)
         out = {"fig5_6": group(Ks=(1, 20), augment=True, probes=True, n_filters=3, **base)}
@@ -176,4 +190,111 @@ def figure_6_norms(results, source):
     plt.show()
 
 
-__all__ = ["PAPER_RANGE", "runs", "size_groups", "figure_4", "figure_5", "figure_6", "figure_6_norms"]
+#: What the verdict table says when a claim does not reproduce at the scale shown.
+CLAIMS_REASON = ("The likely reasons are the differences in the scale table: far fewer steps, a narrower network, "
+                 "smaller training sets and one learning rate for every K.")
+#: Fig. 6's claim counts as reproduced when the large-K run's filters moved at most this fraction
+#: of the K = 1 run's distance by the end of training (fixed before any record was read).
+FILTER_RATIO = 0.9
+
+
+def _fig4_table(results):
+    """``(sizes, Ks, best)`` of the ``fig4_n<size>`` groups: best test accuracy ``(sizes, runs)``."""
+    fam = size_groups(results, "fig4_n")
+    sizes = list(fam)
+    Ks = next(iter(fam.values()))["Ks"]
+    return sizes, Ks, np.array([best_accuracy(rec) for rec in fam.values()])
+
+
+def _filter_norms(rec):
+    """The norm of the recorded filters' change from initialisation, ``(evaluations, runs)``."""
+    F = np.asarray(rec["filters"], dtype=np.float64)
+    return np.sqrt(np.nansum(F.reshape(F.shape[0], F.shape[1], -1) ** 2, axis=-1))
+
+
+def claims(results) -> list:
+    """The paper's claims for Figs. 4, 5 and 6, each judged from a record (rows of
+    :func:`itlin_core.book.claims.judge`). Fig. 4 is judged on the ``fig4_n<size>`` groups (the
+    row names the smallest of them), gains from the smallest to the largest training set;
+    accuracies are equal within :func:`itlin_core.book.claims.tolerance`, a difference of
+    gains within twice that. The criteria are fixed here, before any record is read."""
+    results = results or {}
+    fig4_first = next(iter(size_groups(results, "fig4_n")), None)
+    fig4_name = "fig4_n-" if fig4_first is None else f"fig4_n{fig4_first}"
+
+    def fig4_inf(rec, res):
+        sizes, Ks, best = _fig4_table(res)
+        if None not in Ks:
+            return "no K = ∞ run in this record", None
+        i1, ii, tol = Ks.index(1), Ks.index(None), tolerance(rec)
+        gaps = best[:, i1] - best[:, ii]
+        return ("K=1 minus K=∞, best accuracy: " + ", ".join(f"n={n:,}: {100 * g:+.1f}" for n, g in zip(sizes, gaps))
+                + f" points (equal within {100 * tol:.1f})", bool(np.all(gaps > tol)))
+
+    def fig4_gain(rec, res):
+        sizes, Ks, best = _fig4_table(res)
+        if None not in Ks or len(sizes) < 2:
+            return "needs K = ∞ and two training-set sizes", None
+        i1, ii, tol = Ks.index(1), Ks.index(None), tolerance(rec)
+        gain = best[-1] - best[0]
+        return (f"from n={sizes[0]:,} to n={sizes[-1]:,}: K=1 gains {100 * gain[i1]:+.1f} points, K=∞ "
+                f"{100 * gain[ii]:+.1f}", bool(gain[i1] - gain[ii] > tol))
+
+    def fig4_finite(rec, res):
+        sizes, Ks, best = _fig4_table(res)
+        if len(sizes) < 2:
+            return "needs two training-set sizes", None
+        i1, tol = Ks.index(1), tolerance(rec)
+        gain = best[-1] - best[0]
+        others = [(k, i) for i, k in enumerate(Ks) if isinstance(k, int) and k != 1]
+        return ("gains: " + ", ".join(f"K={k:,} {100 * gain[i]:+.1f}" for k, i in [(1, i1), *others])
+                + f" points (equal within {100 * 2 * tol:.1f})",
+                bool(others) and all(abs(gain[i] - gain[i1]) <= 2 * tol for _, i in others))
+
+    def probes_rise(rec, _):
+        tol, parts, ok = tolerance(rec), [], True
+        for layer in (1, 2):
+            a = np.asarray(rec["metrics"][f"probe{layer}_test_accuracy"])
+            for i, label in enumerate(rec["labels"]):
+                parts.append(f"block {layer} {label}: {pct(a[0, i])} → {pct(a[-1, i])}")
+                ok = ok and a[-1, i] > a[0, i] + tol
+        return "; ".join(parts), ok
+
+    def probes_big_k(rec, _):
+        Ks, tol = rec["Ks"], tolerance(rec)
+        i1 = Ks.index(1)
+        big = max((i for i, k in enumerate(Ks) if isinstance(k, int) and k != 1), key=lambda i: Ks[i])
+        parts, ok = [], True
+        for layer in (1, 2):
+            a = np.asarray(rec["metrics"][f"probe{layer}_test_accuracy"])[-1]
+            parts.append(f"block {layer}: K={Ks[big]:,} {pct(a[big])}, K=1 {pct(a[i1])}")
+            ok = ok and a[big] < a[i1] - tol
+        return "; ".join(parts) + f" (equal within {100 * tol:.1f})", ok
+
+    def filters(rec, _):
+        Ks = rec["Ks"]
+        i1 = Ks.index(1)
+        big = max((i for i, k in enumerate(Ks) if isinstance(k, int) and k != 1), key=lambda i: Ks[i])
+        norms, steps = _filter_norms(rec), np.asarray(rec["eval_step"])
+        ratio = norms[-1, big] / norms[-1, i1]
+        reached = np.flatnonzero(norms[:, i1] >= norms[-1, big])
+        when = (f"; K=1 had moved as far at step {steps[reached[0]]:,} of {steps[-1]:,}" if len(reached) else "")
+        return (f"filter change at the end: K={Ks[big]:,} {norms[-1, big]:.3g}, K=1 {norms[-1, i1]:.3g} "
+                f"(ratio {ratio:.2f}){when}", bool(ratio <= FILTER_RATIO))
+
+    return judge(results, [
+        ("No feature learning costs accuracy at every size (Fig. 4)", "K=∞ below every finite K at every "
+         "training-set size", fig4_name, fig4_inf),
+        ("Without feature learning, more data helps less (Fig. 4)", "K=∞ improves more slowly with n than K=1",
+         fig4_name, fig4_gain),
+        ("Finite K gain from data like K=1 (Fig. 4)", "all finite K improve with n at the same rate as K=1",
+         fig4_name, fig4_finite),
+        ("Trained features are more linearly separable (Fig. 5)", "the probes on both blocks improve during "
+         "training", "fig5_6", probes_rise),
+        ("A large K learns less (Fig. 5)", "with K=5e6 the probes rise more slowly and level off lower",
+         "fig5_6", probes_big_k),
+        ("A large K moves the filters less (Fig. 6)", "K=1's filters change visibly faster; K=5e6 ends where "
+         "K=1 was at about a fifth of training", "fig5_6", filters)])
+
+
+__all__ = ["PAPER_RANGE", "HAS_LAPTOP", "LAPTOP_SIZES", "CLAIMS_REASON", "FILTER_RATIO", "claims", "runs", "size_groups", "figure_4", "figure_5", "figure_6", "figure_6_norms"]

@@ -35,6 +35,17 @@ SMOKE = dict(n_eval=128, eval_batch=64, batch_size=32, width=6, probe_train=64)
 CIFAR_PAPER_LR = 1e-5
 #: colab: lr x 1000, K and steps / 1000 (:func:`scaled`).
 COLAB_C = 1000.0
+#: The laptop scale of the LeNet-50 groups of every image chapter: 8 channels instead of 50,
+#: minibatches of 64, a 10,000-image training subset and 1,000 evaluated images; with a few
+#: thousand steps per group, a chapter records in well under an hour on a 2-core CPU (each
+#: chapter prints the measured time).
+LAPTOP = dict(width=8, batch_size=64, n_train=10_000, n_eval=1000, eval_batch=500)
+#: The laptop learning rate of the SGD groups: half colab's. A first recording of
+#: cifar_few_updates at colab's 0.01 (3,000 steps) diverged for K = 10 and K = 100 (training loss non-finite) and collapsed late
+#: for K = 300 and both drift rules; 0.005 and 0.003 kept the training loss falling for
+#: K = 10, 100, 300 and on_drift(0.2) over 3,000 steps. Chosen on the training loss alone,
+#: never on test accuracy.
+LAPTOP_LR = 5e-3
 #: Full-batch steps accumulate the gradient over chunks of this many images: the same step, in
 #: memory that grows with the chunk instead of the batch, so that the colab and paper Fig. 11
 #: groups fit a Colab GPU (tests/test_image_runs.py checks XLA's memory plan of both).
@@ -257,6 +268,6 @@ def survives_round_trip(chapter: str, results) -> bool:
     return records_equal(results, back)
 
 
-__all__ = ["CHAPTERS", "RECORDED_PRESETS", "shown_preset", "SMOKE", "CIFAR_PAPER_LR", "COLAB_C", "FULL_BATCH_CHUNK", "scaled", "group", "run_groups",
+__all__ = ["CHAPTERS", "RECORDED_PRESETS", "shown_preset", "SMOKE", "CIFAR_PAPER_LR", "COLAB_C", "LAPTOP", "LAPTOP_LR", "FULL_BATCH_CHUNK", "scaled", "group", "run_groups",
            "scale_table", "scale_table_markdown", "follows_rule", "rule_table", "run_chapter", "provenance",
            "chapter_results", "results_summary", "recorded_sentence", "survives_round_trip"]

@@ -8,15 +8,37 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from . import plotting
-from .image_chapters import SMOKE, group, scaled
+from .image_chapters import LAPTOP, SMOKE, group, scaled
+from .claims import judge, pct, tolerance
 from .image_records import best_accuracy
 
 #: The run groups of the workshop paper's Fig. 1.
 FIG1 = ("mnist_lr1e-4", "cifar_lr1e-4", "cifar_lr1e-5")
+#: This chapter has run groups at the ``laptop`` preset (a CPU recording on real CIFAR10 and MNIST).
+HAS_LAPTOP = True
+#: The laptop learning rates of the workshop paper's two CIFAR10 settings (the paper: 1e-4 and
+#: 1e-5, for the full-width LeNet-50 trained for 10^6 steps and more). At the laptop scale (width
+#: 8, 4,000 steps) those rates hardly move the network, so we keep their ratio of ten at rates
+#: that train in 4,000 steps. The higher one is the rate at which the first CIFAR10 chapter's
+#: first laptop recording diverged for K = 10 and 100 (a training loss that became non-finite;
+#: see ``image_chapters.LAPTOP_LR``): chosen from training losses, never from test accuracy.
+LAPTOP_FIG1_LRS = (1e-2, 1e-3)
 
 
 def runs(preset: str) -> dict:
-    """The run groups at ``preset`` (``smoke``, ``colab`` or ``paper``)."""
+    """The run groups at ``preset`` (``smoke``, ``laptop``, ``colab`` or ``paper``)."""
+    if preset == "laptop":
+        # Fig. 10: the colab groups with c = 10 (lr x 10, K and steps / 10) at width 8 on 5,000 images
+        resnet = dict(LAPTOP, width=8, n_train=5000, steps=1000, eval_every=100, Ks=(1, 100))
+        high, low = LAPTOP_FIG1_LRS
+        return {"fig10_plain": group(model="resnet18", lr=7e-3, **resnet),
+                "fig10_bn": group(model="resnet18_bn", lr=1e-2, augment=True, **resnet),
+                # MNIST: the paper's rate and K with c = 100 (lr x 100, K / 100, 10^6 / 100 steps)
+                "mnist_lr1e-4": group(dataset="mnist", **dict(LAPTOP, n_train=None),
+                                      **scaled(100, lr=1e-4, Ks=(1, 10, 100, 1000, None), steps=1_000_000,
+                                               eval_every=20_000)),
+                "cifar_lr1e-4": group(lr=high, Ks=(1, 2, 5, 10), steps=4000, eval_every=100, **LAPTOP),
+                "cifar_lr1e-5": group(lr=low, Ks=(1, 10, 100, 1000), steps=4000, eval_every=100, **LAPTOP)}
     if preset == "smoke":
         base = dict(steps=20, eval_every=10, **dict(SMOKE, width=4))
         return {"fig10_plain": group(model="resnet18", Ks=(1, 10), lr=1e-3, **base),
@@ -113,4 +135,84 @@ def figure_1(results, source):
             for label, b, d in zip(rec["labels"], best, rec["diverged_at"])))
 
 
-__all__ = ["FIG1", "runs", "diverged_runs", "figure_10", "figure_1"]
+#: What the verdict table says when a claim does not reproduce at the scale shown.
+CLAIMS_REASON = ("The likely reasons are the differences in the scale table: far fewer steps, narrower networks "
+                 "and larger learning rates than the papers'.")
+
+
+def _big(rec) -> int:
+    """The index of the run with the largest finite K."""
+    return max((i for i, k in enumerate(rec["Ks"]) if isinstance(k, int)), key=lambda i: rec["Ks"][i])
+
+
+def _status(rec, i) -> str:
+    d = rec["diverged_at"][i]
+    return "" if d is None else f" (diverged at step {d:,})"
+
+
+def claims(results) -> list:
+    """The papers' claims for Fig. 10 (main paper) and Fig. 1 (workshop paper), each judged from
+    a record (rows of :func:`itlin_core.book.claims.judge`); accuracies are equal within
+    :func:`itlin_core.book.claims.tolerance`, a run diverged when its training loss became
+    non-finite. The criteria are fixed here, before any record is read."""
+
+    def big_k_reaches(rec, _):
+        best, i1, big, tol = best_accuracy(rec), rec["Ks"].index(1), _big(rec), tolerance(rec)
+        ok = rec["diverged_at"][big] is None and best[big] >= best[i1] - tol
+        return (f"best K={rec['Ks'][big]:,}: {pct(best[big])}{_status(rec, big)}; K=1: {pct(best[i1])}"
+                f"{_status(rec, i1)} (equal within {100 * tol:.1f})", bool(ok))
+
+    def bn_diverges(rec, res):
+        plain = res.get("fig10_plain")
+        if plain is None:
+            return "the plain group is not recorded", None
+        n_bn = sum(d is not None for d in rec["diverged_at"])
+        n_plain = sum(d is not None for d in plain["diverged_at"])
+        return (f"runs that diverged: {n_bn} of {len(rec['Ks'])} with BatchNorm, {n_plain} of {len(plain['Ks'])} "
+                "without", n_bn > n_plain)
+
+    def mnist_finite(rec, _):
+        best, i1, tol = best_accuracy(rec), rec["Ks"].index(1), tolerance(rec)
+        finite = [i for i, k in enumerate(rec["Ks"]) if isinstance(k, int)]
+        ok = all(best[i] >= best[i1] - tol and rec["diverged_at"][i] is None for i in finite)
+        return ", ".join(f"K={rec['Ks'][i]:,}: {pct(best[i])}{_status(rec, i)}" for i in finite) + \
+            f" (equal within {100 * tol:.1f})", bool(ok)
+
+    def mnist_inf(rec, _):
+        if None not in rec["Ks"]:
+            return "no K = ∞ run in this record", None
+        best, i1, ii = best_accuracy(rec), rec["Ks"].index(1), rec["Ks"].index(None)
+        return f"K=∞: {pct(best[ii])}; K=1: {pct(best[i1])}", bool(best[ii] < best[i1] - tolerance(rec))
+
+    def high_rate(rec, _):
+        big, i1 = _big(rec), rec["Ks"].index(1)
+        listing = ", ".join(f"K={k}: {'diverged at step ' + format(d, ',') if d is not None else 'trained'}"
+                            for k, d in zip(rec["Ks"], rec["diverged_at"]))
+        return f"lr {rec['config']['lr']:g}: {listing}", rec["diverged_at"][big] is not None and \
+            rec["diverged_at"][i1] is None
+
+    def low_rate_stable(rec, _):
+        n = sum(d is not None for d in rec["diverged_at"])
+        return (f"lr {rec['config']['lr']:g}, K up to {rec['Ks'][_big(rec)]:,}: {n} of {len(rec['Ks'])} runs "
+                "diverged", n == 0)
+
+    return judge(results, [
+        ("Without BatchNorm, a large K reaches K=1 (Fig. 10)", "ResNet-18 with K=1e6 performs like K=1",
+         "fig10_plain", big_k_reaches),
+        ("With BatchNorm, a large K reaches K=1 (Fig. 10)", "with K=1e5 it performs like K=1", "fig10_bn",
+         big_k_reaches),
+        ("BatchNorm runs diverge more readily (Fig. 10)", "far more divergences with BatchNorm, hence its smaller K",
+         "fig10_bn", bn_diverges),
+        ("MNIST: every finite K reaches K=1 (workshop Fig. 1)", "K up to 1000 within a fraction of a point, "
+         "with a couple of feature updates", "mnist_lr1e-4", mnist_finite),
+        ("MNIST: no feature learning costs accuracy (workshop Fig. 1)", "K=∞ stays behind", "mnist_lr1e-4",
+         mnist_inf),
+        ("CIFAR10, higher rate: a large K diverges (workshop Fig. 1)", "at lr 1e-4 K>5 diverges, K=1 trains",
+         "cifar_lr1e-4", high_rate),
+        ("CIFAR10, ten times lower rate: stable up to a large K (workshop Fig. 1)", "at lr 1e-5 stable up to "
+         "K=20,000", "cifar_lr1e-5", low_rate_stable),
+        ("CIFAR10, lower rate: a few updates reach K=1 (workshop Fig. 1)", "a few feature updates reach K=1's "
+         "accuracy", "cifar_lr1e-5", big_k_reaches)])
+
+
+__all__ = ["FIG1", "HAS_LAPTOP", "LAPTOP_FIG1_LRS", "CLAIMS_REASON", "claims", "runs", "diverged_runs", "figure_10", "figure_1"]
