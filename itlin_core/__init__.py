@@ -35,7 +35,7 @@ in :mod:`itlin_core.book`, which builds on this layer and is never imported by i
 from .activations import activation_pair
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .flow import gradient_flow, gradient_flow_params
-from .gauss_newton import TGNResult, damping_min_eigenvalue, gn_direction, gn_iterate, gn_step, kernel_solve, tgn_step
+from .gauss_newton import TGNResult, damping_min_eigenvalue, gd_steps_to_tolerance, gn_direction, gn_iterate, gn_step, kernel_solve, tgn_step
 from .iterative import ILState, init_il_state, make_il_eval, make_il_step, make_il_sweep_step, period_as_int, replicate
 from .linearise import linearise, linearised_objective, linearised_value_and_grad, tree_sub, tree_vdot
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
@@ -65,7 +65,7 @@ __all__ = [
     "train", "TrainingDiverged", "Batches", "full_batch", "minibatches", "augmented_minibatches",
     "split_microbatches", "Checkpoint", "save_checkpoint", "load_checkpoint",
     # Gauss-Newton
-    "gn_direction", "gn_step", "gn_iterate", "kernel_solve", "tgn_step", "TGNResult", "damping_min_eigenvalue",
+    "gn_direction", "gn_step", "gn_iterate", "kernel_solve", "tgn_step", "TGNResult", "gd_steps_to_tolerance", "damping_min_eigenvalue",
     # gradient flow
     "gradient_flow", "gradient_flow_params",
     # losses and metrics

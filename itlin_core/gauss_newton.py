@@ -21,6 +21,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from ._linalg import kernel_solve
@@ -196,6 +197,87 @@ def tgn_step(apply_fn: Callable, params: PyTree, x, y, *, loss_fn: Callable,
                      objective=objective(p, params, x, y)[0])
 
 
+def gd_steps_to_tolerance(ntk, residual, lr: float, rtol: float, max_steps: int = 10 ** 9) -> int | None:
+    r"""How many gradient-descent steps from the anchor solve the linearised squared error to the
+    tolerance of truncated Gauss-Newton (Goldwaser and Ge, Algorithm 2; Gratton et al. 2007).
+
+    TGN accepts a step ``s`` once the residual of the normal equations, which is the gradient of
+    the linearised loss ``1/2 ||r + J s||^2`` at ``theta_s + s``, satisfies
+    ``||J^T (r + J s)|| <= rtol ||J^T r||``. Gradient descent with learning rate ``lr`` on that
+    loss keeps the residual in output space at ``r_k = (I - lr Theta)^k r`` with ``Theta = J J^T``
+    (the empirical NTK at the anchor), and ``||J^T v||^2 = v^T Theta v``; with
+    ``Theta = sum_i sigma_i u_i u_i^T``,
+
+    .. math:: \frac{\|g_k\|^2}{\|g_0\|^2}
+              = \frac{\sum_i \sigma_i (1 - \eta\sigma_i)^{2k} (u_i^\top r)^2}{\sum_i \sigma_i (u_i^\top r)^2} ,
+
+    which no longer needs the Jacobian, only the kernel's spectrum and the residual. This returns
+    the smallest ``k`` at which the ratio is ``<= rtol``, so IL with ``K >= k`` steps between
+    refreshes (plain gradient descent, this learning rate) performs TGN steps with tolerance
+    ``rtol`` (``0`` when ``rtol >= 1``), or ``None`` when no ``k <= max_steps`` reaches it.
+    For small ``rtol`` it is about ``log(1/rtol) / (lr sigma_min)``, ``sigma_min`` the smallest
+    eigenvalue on which ``r`` has a component: the slowest direction decides.
+
+    Numerical choice: the eigendecomposition and the ratio in float64 NumPy, the ratio in log
+    space (terms underflow for large ``k``), and bisection on ``k`` (every term is
+    non-increasing in ``k`` for ``0 < lr sigma_max <= 2``, which is required).
+
+    Args:
+      ntk: the ``(M, M)`` kernel ``J J^T`` at the anchor (``ic.empirical_ntk(..., full=True)``
+        reshaped to a matrix, or ``ic.kernel_matrix``).
+      residual: ``f(theta_s, X) - Y``, ``M`` numbers in the kernel's order.
+      lr: the inner gradient descent's learning rate, ``0 < lr * sigma_max <= 2``.
+      rtol: TGN's tolerance ``beta >= 0``.
+      max_steps: the largest number of steps considered.
+
+    Example:
+      >>> import numpy as np
+      >>> gd_steps_to_tolerance(np.diag([1.0, 0.1]), np.ones(2), lr=0.5, rtol=0.1)
+      22
+    """
+    theta = np.asarray(ntk, dtype=np.float64)
+    r = np.asarray(residual, dtype=np.float64).reshape(-1)
+    if theta.ndim != 2 or theta.shape[0] != theta.shape[1] or theta.shape[0] != r.size:
+        raise ValueError(f"ntk must be a square (M, M) matrix matching residual's M = {r.size} numbers, got shape "
+                         f"{theta.shape}.")
+    for name, v in (("lr", lr), ("rtol", rtol)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            raise ValueError(f"{name} must be a finite number, got {v!r}.")
+    max_steps = check_whole("max_steps", max_steps, 0)
+    if rtol < 0:
+        raise ValueError(f"rtol must be >= 0, got {rtol!r}.")
+    sigma, u = np.linalg.eigh((theta + theta.T) / 2)
+    sigma = np.clip(sigma, 0.0, None)
+    if lr <= 0 or lr * sigma.max() > 2:
+        raise ValueError(f"lr must satisfy 0 < lr * sigma_max <= 2 (gradient descent on the linearised loss "
+                         f"converges); got lr = {lr!r}, sigma_max = {sigma.max():.4g}.")
+    weight = sigma * (u.T @ r) ** 2
+    keep = weight > 0
+    if not keep.any() or rtol >= 1:
+        return 0
+    log_w = np.log(weight[keep])
+    with np.errstate(divide="ignore"):
+        log_f = np.log(np.abs(1 - lr * sigma[keep]))      # -inf where lr * sigma == 1: solved in one step
+    log_total = np.logaddexp.reduce(log_w)
+
+    def ratio_ok(k):
+        terms = log_w if k == 0 else log_w + 2 * k * log_f
+        if rtol == 0:
+            return bool(np.all(terms == -np.inf))
+        return 0.5 * (np.logaddexp.reduce(terms) - log_total) <= math.log(rtol)
+
+    if not ratio_ok(max_steps):
+        return None
+    lo, hi = 0, max_steps            # ratio_ok(hi) holds; find the smallest such k
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ratio_ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def damping_min_eigenvalue(alpha: float = 1.0, floor: float = 1e-7) -> Callable:
     """Arbel et al.'s damping rule ``lambda = max(floor, alpha * smallest eigenvalue of J J^T)``
     as a callable for ``gn_direction(..., damping=...)``."""
@@ -204,5 +286,5 @@ def damping_min_eigenvalue(alpha: float = 1.0, floor: float = 1e-7) -> Callable:
     return lambda ev: jnp.maximum(floor, alpha * ev[0])
 
 
-__all__ = ["gn_direction", "gn_step", "gn_iterate", "kernel_solve", "tgn_step", "TGNResult",
+__all__ = ["gn_direction", "gn_step", "gn_iterate", "kernel_solve", "tgn_step", "TGNResult", "gd_steps_to_tolerance",
            "damping_min_eigenvalue"]

@@ -141,3 +141,46 @@ def test_tgn_with_inner_gd_approaches_damped_gn_and_stops_at_tolerance():
                        num_steps=50, damping=lam)
     assert int(adam.num_steps) == 50 and float(adam.objective) < float(
         ic.linearised_objective(model.apply, ic.squared_error, lam)(params, params, x, y)[0])
+
+
+@pytest.mark.parametrize("rtol", [0.5, 1e-1, 1e-3])
+@pytest.mark.parametrize("lr_factor", [0.3, 1.0])
+def test_gd_steps_to_tolerance_predicts_when_tgn_with_inner_gd_stops(problem, rtol, lr_factor):
+    """The spectral count of inner gradient-descent steps (Algorithm 2's tolerance) equals the
+    number of steps tgn_step takes with that tolerance, run step by step on the linearised model."""
+    model, params, x, y = problem
+    theta = ic.kernel_matrix(ic.empirical_ntk(model.apply, params, x, full=True))
+    r = np.asarray(model.apply(params, x) - y).reshape(-1)
+    lr = lr_factor / np.linalg.eigvalsh(np.asarray(theta, np.float64)).max()
+    k = ic.gd_steps_to_tolerance(theta, r, lr, rtol)
+    assert k is not None and k >= 1
+    res = ic.tgn_step(model.apply, params, x, y, loss_fn=ic.squared_error, optimizer=optax.sgd(lr),
+                      num_steps=10 * k + 100, rtol=rtol)
+    assert abs(int(res.num_steps) - k) <= max(1, k // 100), (int(res.num_steps), k)
+    # K steps of inner gradient descent (IL between two refreshes) meet the tolerance from k on
+    if k >= 2:
+        short = ic.tgn_step(model.apply, params, x, y, loss_fn=ic.squared_error, optimizer=optax.sgd(lr),
+                            num_steps=k - max(1, k // 50))
+        assert float(short.grad_norm_ratio) > rtol
+
+
+def test_gd_steps_to_tolerance_follows_the_slowest_direction():
+    """For small tolerances the count is about log(1/rtol) / (lr sigma_min); a zero tolerance or
+    a budget too small gives None, a tolerance of 1 or more needs no step."""
+    theta, r = np.diag([1.0, 0.01]), np.ones(2)
+    for rtol in (1e-2, 1e-4, 1e-6):
+        k = ic.gd_steps_to_tolerance(theta, r, 0.5, rtol)
+        assert abs(k - np.log(np.sqrt(0.01) / rtol) / -np.log(1 - 0.5 * 0.01)) <= 1
+    assert ic.gd_steps_to_tolerance(theta, r, 0.5, 1e-6, max_steps=100) is None
+    assert ic.gd_steps_to_tolerance(theta, r, 0.5, 1.0) == 0
+    assert ic.gd_steps_to_tolerance(np.diag([1.0, 0.0]), np.array([0.0, 1.0]), 0.5, 0.1) == 0   # nothing to solve
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(ntk=np.eye(3)), "square"), (dict(ntk=np.ones((2, 3))), "square"), (dict(lr=0.0), "lr must satisfy"),
+    (dict(lr=3.0), "lr must satisfy"), (dict(lr=float("nan")), "lr must be a finite"), (dict(rtol=-1.0), "rtol"),
+    (dict(rtol=True), "rtol must be a finite"), (dict(max_steps=-1), "max_steps")])
+def test_gd_steps_to_tolerance_refuses_bad_arguments(kwargs, match):
+    args = dict(ntk=np.diag([1.0, 0.5]), residual=np.ones(2), lr=0.5, rtol=0.1) | kwargs
+    with pytest.raises(ValueError, match=match):
+        ic.gd_steps_to_tolerance(**args)
