@@ -70,7 +70,7 @@ def figure_8(results, source):
     plotting.plot_record_curves(axes[0], adam, "test_accuracy_proxy", colours=red,
                                 label_suffix=" (Adam, each linearisation solved)", runs=[big])
     axes[0].set(title="Test accuracy")
-    axes[0].legend(loc="lower right")
+    axes[0].legend(loc="best")
     plotting.plot_record_curves(axes[1], adam, "train_accuracy_proxy", colours=red, label_suffix=": proxy (trained)",
                                 runs=[big])
     plotting.plot_record_curves(axes[1], adam, "train_accuracy_network", colours=red, label_suffix=": network",
@@ -104,7 +104,7 @@ def figure_9(results, source):
     axes[0].set(title="Test accuracy")
     plotting.plot_record_curves(axes[1], rec, "train_accuracy_proxy")
     axes[1].set(title="Training accuracy (of the proxy)")
-    axes[0].legend(loc="lower right")
+    axes[0].legend(loc="best")
     positive = lams[lams > 0]
     x0 = positive.min() / 10 if len(positive) else 1.0
     xs = np.where(lams > 0, lams, x0)
@@ -137,6 +137,11 @@ SOLVED = 0.95
 def _big(rec) -> int:
     """The index of the run with the largest finite K."""
     return max((i for i, k in enumerate(rec["Ks"]) if isinstance(k, int)), key=lambda i: rec["Ks"][i])
+
+
+def _final(rec) -> np.ndarray:
+    """The last evaluation's test accuracy of the trained model, per run."""
+    return np.asarray(rec["metrics"]["test_accuracy_proxy"])[-1]
 
 
 def solved_accuracies(rec, run: int) -> np.ndarray:
@@ -176,14 +181,18 @@ def claims(results) -> list:
         if sgd is None:
             return "the SGD group is not recorded", None
         a, b = best_accuracy(rec)[_big(rec)], best_accuracy(sgd)[0]
-        return f"Adam, K={rec['Ks'][_big(rec)]:,}: {pct(a)}; SGD, K=1: {pct(b)}", bool(a < b - tolerance(rec))
+        fa, fb = _final(rec)[_big(rec)], _final(sgd)[0]
+        return (f"best (early stopping): Adam, K={rec['Ks'][_big(rec)]:,} {pct(a)}, SGD, K=1 {pct(b)}; final: "
+                f"{pct(fa)}, {pct(fb)}", bool(a < b - tolerance(rec)))
 
     def worse_than_adam(rec, _):
         best = best_accuracy(rec)
         if 1 not in rec["Ks"]:
             return "no Adam K = 1 run in this record", None
         a, b = best[_big(rec)], best[rec["Ks"].index(1)]
-        return f"Adam, K={rec['Ks'][_big(rec)]:,}: {pct(a)}; Adam, K=1: {pct(b)}", bool(a < b - tolerance(rec))
+        fa, fb = _final(rec)[_big(rec)], _final(rec)[rec["Ks"].index(1)]
+        return (f"best (early stopping): Adam, K={rec['Ks'][_big(rec)]:,} {pct(a)}, Adam, K=1 {pct(b)}; final: "
+                f"{pct(fa)}, {pct(fb)}", bool(a < b - tolerance(rec)))
 
     def damping(rec, _):
         lams, best, tol = np.asarray(rec["dampings"], float), best_accuracy(rec), tolerance(rec)
@@ -197,7 +206,7 @@ def claims(results) -> list:
         ("Each linearisation is solved (Fig. 8, the setting)", "the proxy reaches 100% training accuracy before "
          "every feature update", "fig8_adam", solved),
         ("Solving each linearisation generalises worse than SGD (Fig. 8)", "Adam with K=2e5 ends at about 60%, "
-         "SGD at about 69%", "fig8_adam", worse_than_sgd),
+         "SGD at about 69% (judged on best accuracy)", "fig8_adam", worse_than_sgd),
         ("... and worse than Adam with K=1 (Fig. 8)", "the optimiser is not the cause: Adam with K=1 reaches over "
          "70%", "fig8_adam", worse_than_adam),
         ("Damping brings generalisation back (Fig. 9 bottom)", "test accuracy rises with λ", "fig9", damping)])
