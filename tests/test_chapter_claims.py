@@ -166,9 +166,9 @@ def test_resnet_a_record_that_reproduces_every_claim_says_yes():
     (dict(**{"cifar_lr1e-4": rec([1, 2, 5, 10], [0.45, 0.45, 0.44, 0.44])}),
      "CIFAR10, higher rate: a large K diverges (workshop Fig. 1)"),
     (dict(**{"cifar_lr1e-5": rec([1, 10, 100, 1000], [0.40, 0.40, 0.40, 0.2], diverged=[None, None, None, 50])}),
-     "CIFAR10, ten times lower rate: stable up to a large K (workshop Fig. 1)"),
+     "CIFAR10, ten times lower rate: stable up to a large K (workshop Figs. 1-2)"),
     (dict(**{"cifar_lr1e-5": rec([1, 10, 100, 1000], [0.40, 0.40, 0.40, 0.37])}),
-     "CIFAR10, lower rate: a few updates reach K=1 (workshop Fig. 1)")])
+     "CIFAR10, lower rate: a few updates reach K=1 (workshop Figs. 1-2)")])
 def test_resnet_a_record_built_to_contradict_a_claim_says_no(change, claim):
     assert verdicts(resnet_mnist, resnet(**change))[claim] == "no"
 
