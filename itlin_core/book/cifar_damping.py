@@ -11,7 +11,7 @@ import numpy as np
 
 from . import plotting
 from .image_chapters import CIFAR_PAPER_LR, LAPTOP, LAPTOP_LR, SMOKE, group
-from .claims import judge, pct, tolerance
+from .claims import judge, largest_finite_k, pct, tolerance
 from .image_records import best_accuracy
 
 #: The proximal weights of Fig. 9 bottom: our choice, the papers do not list their lambdas.
@@ -134,11 +134,6 @@ CLAIMS_REASON = ("The likely reasons are the differences in the scale table: far
 SOLVED = 0.95
 
 
-def _big(rec) -> int:
-    """The index of the run with the largest finite K."""
-    return max((i for i, k in enumerate(rec["Ks"]) if isinstance(k, int)), key=lambda i: rec["Ks"][i])
-
-
 def _final(rec) -> np.ndarray:
     """The last evaluation's test accuracy of the trained model, per run."""
     return np.asarray(rec["metrics"]["test_accuracy_proxy"])[-1]
@@ -169,7 +164,7 @@ def claims(results) -> list:
     read."""
 
     def solved(rec, _):
-        big = _big(rec)
+        big = largest_finite_k(rec)
         acc = solved_accuracies(rec, big)
         if not len(acc):
             return "no evaluation falls inside a linearisation", None
@@ -180,18 +175,20 @@ def claims(results) -> list:
         sgd = res.get("fig8_sgd")
         if sgd is None:
             return "the SGD group is not recorded", None
-        a, b = best_accuracy(rec)[_big(rec)], best_accuracy(sgd)[0]
-        fa, fb = _final(rec)[_big(rec)], _final(sgd)[0]
-        return (f"best (early stopping): Adam, K={rec['Ks'][_big(rec)]:,} {pct(a)}, SGD, K=1 {pct(b)}; final: "
+        big = largest_finite_k(rec)
+        a, b = best_accuracy(rec)[big], best_accuracy(sgd)[0]
+        fa, fb = _final(rec)[big], _final(sgd)[0]
+        return (f"best (early stopping): Adam, K={rec['Ks'][big]:,} {pct(a)}, SGD, K=1 {pct(b)}; final: "
                 f"{pct(fa)}, {pct(fb)}", bool(a < b - tolerance(rec)))
 
     def worse_than_adam(rec, _):
         best = best_accuracy(rec)
         if 1 not in rec["Ks"]:
             return "no Adam K = 1 run in this record", None
-        a, b = best[_big(rec)], best[rec["Ks"].index(1)]
-        fa, fb = _final(rec)[_big(rec)], _final(rec)[rec["Ks"].index(1)]
-        return (f"best (early stopping): Adam, K={rec['Ks'][_big(rec)]:,} {pct(a)}, Adam, K=1 {pct(b)}; final: "
+        big, one = largest_finite_k(rec), rec["Ks"].index(1)
+        a, b = best[big], best[one]
+        fa, fb = _final(rec)[big], _final(rec)[one]
+        return (f"best (early stopping): Adam, K={rec['Ks'][big]:,} {pct(a)}, Adam, K=1 {pct(b)}; final: "
                 f"{pct(fa)}, {pct(fb)}", bool(a < b - tolerance(rec)))
 
     def damping(rec, _):

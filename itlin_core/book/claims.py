@@ -29,6 +29,12 @@ def pct(a) -> str:
     return f"{100 * float(a):.1f}%"
 
 
+def largest_finite_k(rec) -> int:
+    """The index of the run with the largest integer K of a record (the "large K" its claims are
+    about; rule specs and K = inf are not integers)."""
+    return max((i for i, k in enumerate(rec["Ks"]) if isinstance(k, int)), key=lambda i: rec["Ks"][i])
+
+
 def judge(results, specs: Sequence[tuple]) -> list:
     """The verdict table of ``results`` (``{group: record}``, or ``None``): for each
     ``(claim, paper, group, judge_fn)`` of ``specs`` a row ``{"claim", "paper", "shows",
@@ -73,4 +79,4 @@ def claims_sentence(rows, results, reason: str) -> str:
     return f"All {len(judged)} claims judged reproduce at this scale."
 
 
-__all__ = ["VERDICTS", "tolerance", "pct", "judge", "claims_markdown", "claims_sentence"]
+__all__ = ["VERDICTS", "tolerance", "pct", "largest_finite_k", "judge", "claims_markdown", "claims_sentence"]

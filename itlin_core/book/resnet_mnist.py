@@ -9,7 +9,7 @@ import numpy as np
 
 from . import plotting
 from .image_chapters import LAPTOP, SMOKE, group, scaled
-from .claims import judge, pct, tolerance
+from .claims import judge, largest_finite_k, pct, tolerance
 from .image_records import best_accuracy
 
 #: The run groups of the workshop paper's Fig. 1.
@@ -140,11 +140,6 @@ CLAIMS_REASON = ("The likely reasons are the differences in the scale table: far
                  "and larger learning rates than the papers'.")
 
 
-def _big(rec) -> int:
-    """The index of the run with the largest finite K."""
-    return max((i for i, k in enumerate(rec["Ks"]) if isinstance(k, int)), key=lambda i: rec["Ks"][i])
-
-
 def _status(rec, i) -> str:
     d = rec["diverged_at"][i]
     return "" if d is None else f" (diverged at step {d:,})"
@@ -157,7 +152,7 @@ def claims(results) -> list:
     non-finite. The criteria are fixed here, before any record is read."""
 
     def big_k_reaches(rec, _):
-        best, i1, big, tol = best_accuracy(rec), rec["Ks"].index(1), _big(rec), tolerance(rec)
+        best, i1, big, tol = best_accuracy(rec), rec["Ks"].index(1), largest_finite_k(rec), tolerance(rec)
         ok = rec["diverged_at"][big] is None and best[big] >= best[i1] - tol
         return (f"best K={rec['Ks'][big]:,}: {pct(best[big])}{_status(rec, big)}; K=1: {pct(best[i1])}"
                 f"{_status(rec, i1)} (equal within {100 * tol:.1f})", bool(ok))
@@ -185,7 +180,7 @@ def claims(results) -> list:
         return f"K=∞: {pct(best[ii])}; K=1: {pct(best[i1])}", bool(best[ii] < best[i1] - tolerance(rec))
 
     def high_rate(rec, _):
-        big, i1 = _big(rec), rec["Ks"].index(1)
+        big, i1 = largest_finite_k(rec), rec["Ks"].index(1)
         listing = ", ".join(f"K={k}: {'diverged at step ' + format(d, ',') if d is not None else 'trained'}"
                             for k, d in zip(rec["Ks"], rec["diverged_at"]))
         return f"lr {rec['config']['lr']:g}: {listing}", rec["diverged_at"][big] is not None and \
@@ -193,7 +188,7 @@ def claims(results) -> list:
 
     def low_rate_stable(rec, _):
         n = sum(d is not None for d in rec["diverged_at"])
-        return (f"lr {rec['config']['lr']:g}, K up to {rec['Ks'][_big(rec)]:,}: {n} of {len(rec['Ks'])} runs "
+        return (f"lr {rec['config']['lr']:g}, K up to {rec['Ks'][largest_finite_k(rec)]:,}: {n} of {len(rec['Ks'])} runs "
                 "diverged", n == 0)
 
     return judge(results, [
