@@ -47,9 +47,10 @@ from .ntk import empirical_ntk, flat_jacobian, kernel_matrix, max_ntk_eigenvalue
 from .relinearise import RelinRule, every, geometric, on_drift, relin_steps, stack_rules
 from .pipeline import (Batches, augment, augmented_minibatches, channel_stats, full_batch, minibatches, normalise,
                        random_crop, random_flip, split_microbatches)
+from .sharding import describe_mesh, pad_runs, padded_runs, run_mesh, shard_runs, sharded_vmap, unpad_runs
 from .training import TrainingDiverged, train
 
-from . import activations, data, datasets, mean_field  # noqa: E402  (submodules: ic.data.single_index, ...)
+from . import activations, data, datasets, mean_field, sharding  # noqa: E402  (submodules: ic.data.single_index, ...)
 
 __version__ = "0.1.0"
 
@@ -64,6 +65,8 @@ __all__ = [
     # training loop, batches and checkpoints
     "train", "TrainingDiverged", "Batches", "full_batch", "minibatches", "augmented_minibatches",
     "split_microbatches", "Checkpoint", "save_checkpoint", "load_checkpoint",
+    # runs of a sweep split over several devices (jax.sharding)
+    "run_mesh", "describe_mesh", "sharded_vmap", "pad_runs", "padded_runs", "unpad_runs", "shard_runs",
     # Gauss-Newton
     "gn_direction", "gn_step", "gn_iterate", "kernel_solve", "tgn_step", "TGNResult", "gd_steps_to_tolerance", "damping_min_eigenvalue",
     # gradient flow

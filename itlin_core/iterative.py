@@ -215,7 +215,20 @@ def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.G
         return _il_update(vg, optimizer, drift)(state, batch, rule, check)
 
     vstep = jax.vmap(one, in_axes=(0, None, 0, None if lams is None else 0, None))
-    runs = len(Ks)
+    names = [_run_label(K) for K in Ks]
+    if lams is not None:
+        names = [f"{n}, damping={float(lam):g}" for n, lam in zip(names, lams)]
+    return _sweep(vstep, rules, lams, drift_every, names), rules
+
+
+def _sweep(vstep, rules, lams, drift_every, names, padded: dict | None = None):
+    """The sweep step of :func:`make_il_sweep_step` over the runs of ``rules`` (and ``lams``).
+
+    It carries ``run_labels``, ``runs`` (its run count) and ``with_runs(n)``: the same sweep padded
+    to ``n`` runs by repeating the last run (cached, so that :func:`itlin_core.train` compiles it
+    once), which :func:`itlin_core.train` uses to split the runs evenly over several devices."""
+    runs = len(names)
+    padded = {} if padded is None else padded
 
     def sweep_step(states, batch):
         lead = {jnp.shape(a)[:1] for a in jax.tree.leaves(states)}
@@ -226,11 +239,19 @@ def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.G
         # one unbatched predicate for all runs, so lax.cond really skips the drift's forward pass
         return vstep(states, batch, rules, lams, states.step[0] % drift_every == 0)
 
-    names = [_run_label(K) for K in Ks]
-    if lams is not None:
-        names = [f"{n}, damping={float(lam):g}" for n, lam in zip(names, lams)]
+    def with_runs(n: int):
+        if n == runs:
+            return sweep_step
+        if n not in padded:
+            pad = lambda t: jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], n - runs, 0)]), t)
+            padded[n] = _sweep(vstep, pad(rules), None if lams is None else pad(lams), drift_every,
+                               names + [f"{names[-1]} (padding)"] * (n - runs), padded)
+        return padded[n]
+
     sweep_step.run_labels = names
-    return sweep_step, rules
+    sweep_step.runs = runs
+    sweep_step.with_runs = with_runs
+    return sweep_step
 
 
 def _run_label(K) -> str:

@@ -15,6 +15,12 @@ Conventions:
   state is *donated* to the chunk (its buffers are reused for the new state, so a run holds one
   copy of the state, not two); :func:`train` first copies the state it is given, so the
   caller's arrays stay valid.
+* A sweep step (one that says how many runs it holds, ``step.runs``, and can pad itself,
+  ``step.with_runs(n)``, as :func:`itlin_core.make_il_sweep_step`'s does) is split over the
+  devices of ``mesh`` (:mod:`itlin_core.sharding`): the runs are padded to a multiple of the
+  device count, the state is sharded along its run axis and the data copied to every device. The
+  history, the returned state and the checkpoints hold the real runs only, so a checkpoint
+  resumes on any number of devices; only process 0 of a multi-host run writes it.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from ._progress import progress_bar
 from ._validate import check_whole
 from .checkpoint import key_data, load_checkpoint, save_checkpoint
 from .pipeline import Batches, _whole
+from .sharding import (describe_mesh, is_writer, pad_runs, padded_runs, replicate_on, resolve_mesh, shard_runs,
+                       to_host, unpad_runs)
 
 #: Keys of the history that :func:`train` writes itself; an ``eval_fn`` may not return them.
 RESERVED_KEYS = ("loss", "loss_every", "eval_step", "diverged_at", "nonfinite_at", "seconds", "resumed_from")
@@ -110,10 +118,10 @@ class _History:
         saved.pop("loss_every", None)
         self.evals = {k: list(np.asarray(v)) for k, v in saved.items()}
 
-    def evaluate(self, jit_eval, state, at):
+    def evaluate(self, jit_eval, state, at, cut=lambda v: v):
         if jit_eval is None:
             return
-        values = {k: np.asarray(v) for k, v in jit_eval(state).items()}
+        values = {k: cut(to_host(v)) for k, v in jit_eval(state).items()}
         clash = sorted(set(values) & set(RESERVED_KEYS))
         if clash:
             raise ValueError(f"eval_fn returned the key(s) {clash}, which the training history uses itself "
@@ -171,14 +179,14 @@ def _nonfinite_runs(state, runs_shape) -> np.ndarray:
             lead = leaf.shape[:len(runs_shape)] == tuple(runs_shape)
             flat = leaf.reshape(*runs_shape, -1) if lead else leaf.reshape(1, -1)
             bad = bad | ~jnp.isfinite(flat).all(axis=-1) if lead else bad | ~jnp.isfinite(flat).all()
-    return np.asarray(bad)
+    return to_host(bad)
 
 
 def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable | None = None,
           eval_every: int | None = None, loss_every: int | None = None, on_nonfinite: str = "auto",
           progress: str | bool | None = None, desc: str = "training", checkpoint_path=None,
           checkpoint_every: int | None = None, key=None, meta: Mapping | None = None,
-          stop_at: int | None = None):
+          stop_at: int | None = None, mesh: Any = "auto"):
     """Run ``num_steps`` of ``step`` with ``lax.scan`` in chunks, evaluating between chunks.
 
     Args:
@@ -222,6 +230,11 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
         ``num_steps``, ``eval_every``, ``checkpoint_every`` and ``loss_every`` always are.
       stop_at: stop (after checkpointing) once this many steps are done, e.g. to fit a session;
         the next call continues from there. A multiple of ``eval_every``.
+      mesh: the devices a sweep step's runs are split over (see the module's conventions):
+        ``"auto"`` (default) every visible device, a mesh from :func:`itlin_core.run_mesh`, or
+        ``None``. With one device, or a step that is not a sweep under ``"auto"``, nothing is
+        sharded and the program is the unsharded one. ``eval_fn`` then sees the padded runs (its
+        per-run outputs are cut back); the batch is the same on every device.
 
     Returns:
       ``(state, history)``: ``history["loss"]`` has one entry per step (leading axis), or one
@@ -265,6 +278,16 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
     end = num_steps if stop_at is None else min(int(stop_at), num_steps)
     source = _as_source(batches)
     ignore = on_nonfinite == "ignore"
+    explicit = mesh is not None and not (isinstance(mesh, str) and mesh == "auto")
+    mesh = resolve_mesh(mesh)
+    runs = getattr(step, "runs", None)
+    if mesh is not None and (runs is None or not callable(getattr(step, "with_runs", None))):
+        if explicit:
+            raise ValueError(f"mesh ({describe_mesh(mesh)}) splits the runs of a sweep step over devices; this step "
+                             "has no runs to split (build it with ic.make_il_sweep_step), so pass mesh=None.")
+        mesh = None
+    total = runs if mesh is None else padded_runs(runs, mesh)
+    cut = (lambda v: v) if mesh is None else (lambda v: v[:runs] if np.ndim(v) and v.shape[0] == total else v)
 
     # resume from a checkpoint of the same run
     start, saved = 0, None
@@ -290,30 +313,39 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
         return state, dict(history.as_dict(history.seconds, ignore), resumed_from=start)
 
     def checkpoint(s, at):
-        save_checkpoint(path, s, step=at, key=kd, meta=run_meta,
-                        history=history.as_dict(history.seconds + time.perf_counter() - t0, ignore))
+        s = s if mesh is None else jax.tree.map(to_host, unpad_runs(s, runs))
+        if is_writer():
+            save_checkpoint(path, s, step=at, key=kd, meta=run_meta,
+                            history=history.as_dict(history.seconds + time.perf_counter() - t0, ignore))
 
     jit_eval = jax.jit(eval_fn) if eval_fn is not None else None
     donate = on_nonfinite != "stop"            # "stop" returns the state from before a bad chunk
-    run = _chunk_runner(step, source.fn, donate)
+    run_step = step
+    if mesh is not None:   # the runs padded to a multiple of the devices, and split over them
+        state = shard_runs(pad_runs(state, total), mesh)
+        source = Batches(source.fn, replicate_on(source.data, mesh))
+        run_step = step.with_runs(total)
+    run = _chunk_runner(run_step, source.fn, donate)
     if donate:
         state = jax.tree.map(jnp.copy, state)  # ours to donate; the caller's arrays stay valid
     t0 = time.perf_counter()
     if start == 0:
-        history.evaluate(jit_eval, state, 0)
+        history.evaluate(jit_eval, state, 0, cut)
     bar = progress_bar(end - start, desc, progress) if end > start else None
     at = start
     try:
         while at < end:
             n = min(eval_every - at % eval_every, end - at)
             new_state, metrics = run(state, source.data, jnp.arange(at, at + n, dtype=jnp.int32))
-            losses = np.asarray(metrics["loss"])
+            losses = to_host(metrics["loss"])
+            losses = losses if mesh is None else losses[:, :runs]
             bad = ~np.isfinite(losses)
             if on_nonfinite == "auto":          # decided by the first chunk: a sweep has a loss per run
                 on_nonfinite = "ignore" if losses.ndim > 1 else "raise"
                 ignore = on_nonfinite == "ignore"
             # the loss of step i is taken before its update: the last update is checked on the state
-            last_bad = _nonfinite_runs(new_state, losses.shape[1:]) if at + n == num_steps else None
+            last_bad = (cut(_nonfinite_runs(new_state, (total,) if mesh is not None else losses.shape[1:]))
+                        if at + n == num_steps else None)
             if not ignore and (bad.any() or (last_bad is not None and last_bad.any())):
                 history.diverged_at = (at + int(np.argmax(bad.reshape(n, -1).any(axis=1))) if bad.any()
                                        else num_steps - 1)
@@ -334,7 +366,7 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
                     _warn_new_divergences(step, desc, prev, history.nonfinite_at)
             history.losses.append(_block_means(losses, block) if block > 1 else losses)
             state, at = new_state, at + n
-            history.evaluate(jit_eval, state, at)
+            history.evaluate(jit_eval, state, at, cut)
             if bar is not None:
                 bar.update(n)
             if checkpoint_path is not None and (at % checkpoint_every == 0 or at == end):
@@ -344,6 +376,8 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
     finally:
         if bar is not None:
             bar.close()
+    if mesh is not None:
+        state = unpad_runs(state, runs)
     out = history.as_dict(history.seconds + time.perf_counter() - t0, ignore)
     if checkpoint_path is not None:
         out["resumed_from"] = start

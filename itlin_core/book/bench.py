@@ -6,6 +6,7 @@ the fast against the generic Gauss-Newton step of the mean-field chapters.
     python -m itlin_core.book.bench --ntk [--rounds 3]
     python -m itlin_core.book.bench --rules [--batch 256] [--rounds 7] [--steps 5]
     python -m itlin_core.book.bench --conv [--batch 64] [--width 8] [--rounds 3] [--steps 5]
+    XLA_FLAGS=--xla_force_host_platform_device_count=2 python -m itlin_core.book.bench --mesh 2
 
 Model: the LeNet-50 CNN of Goldwaser and Ge, App. C.2.1, on a batch of 32x32x3 inputs with softmax
 cross-entropy. Both steps are jitted; they are timed interleaved (SGD, IL, SGD, IL, ...) so
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import platform
 import statistics
 import time
 
@@ -27,6 +27,8 @@ import jax
 import optax
 
 import itlin_core as ic
+
+from .common import machine_line
 
 
 def make_steps(batch: int = 256, seed: int = 0):
@@ -117,6 +119,43 @@ def conv_bench(batch: int = 64, width: int = 8, rounds: int = 3, steps: int = 5,
     return out
 
 
+MESH_KS = (1, 2, 5, 10, 20, 50, 100, None)
+
+
+def mesh_bench(devices: int = 2, batch: int = 64, width: int = 8, rounds: int = 5, steps: int = 10,
+               seed: int = 0) -> dict:
+    """Seconds per step of a K sweep (LeNet-50 at ``width`` channels, the eight runs of
+    :data:`MESH_KS`, minibatches of ``batch`` CIFAR-sized images, :func:`itlin_core.train`) with
+    its runs on one device and split over the first ``devices`` devices, timed interleaved in one
+    run: ``{"1 device": s, "<n> devices": s, "speed-up": median per-round ratio}``. On a CPU,
+    several devices are the same cores presented as several (``XLA_FLAGS``, see the module)."""
+    if len(jax.devices()) < devices:
+        raise ValueError(f"--mesh {devices} needs {devices} devices, but JAX sees {len(jax.devices())}; on a CPU "
+                         f"start with XLA_FLAGS=--xla_force_host_platform_device_count={devices}.")
+    model = ic.lenet50(channels=width)
+    params = model.init(jax.random.key(seed))
+    opt = optax.sgd(1e-3)
+    step, _ = ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, MESH_KS)
+    state = ic.replicate(ic.init_il_state(params, opt), len(MESH_KS))
+    kx, ky = jax.random.split(jax.random.key(seed + 1))
+    x, y = jax.random.normal(kx, (4 * batch, 32, 32, 3)), jax.random.randint(ky, (4 * batch,), 0, 10)
+    batches = ic.minibatches(jax.random.key(seed + 2), x, y, batch)
+    meshes = {"1 device": None, f"{devices} devices": ic.run_mesh(jax.devices()[:devices])}
+    run = lambda mesh: ic.train(step, state, batches, steps, progress="off", mesh=mesh)
+    times = {k: [] for k in meshes}
+    for mesh in meshes.values():
+        run(mesh)                                          # compile
+    names = list(meshes)
+    for r in range(rounds):
+        for k in names[r % 2:] + names[:r % 2]:
+            t0 = time.perf_counter()
+            jax.block_until_ready(run(meshes[k])[0])
+            times[k].append((time.perf_counter() - t0) / steps)
+    out = {k: statistics.median(v) for k, v in times.items()}
+    out["speed-up"] = statistics.median(a / b for a, b in zip(times["1 device"], times[names[1]]))
+    return out
+
+
 def time_steps(fn, carry, b, n):
     t0 = time.perf_counter()
     for _ in range(n):
@@ -200,8 +239,7 @@ def ntk_bench(rounds: int = 3, methods=("auto", "contraction", "ntvp", "jacobian
 
 
 def _device_line():
-    return (f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), "
-            f"{platform.processor() or platform.machine()}, jax {jax.__version__}")
+    return f"device: {machine_line()}"
 
 
 def main(argv=None):
@@ -214,10 +252,21 @@ def main(argv=None):
     ap.add_argument("--rules", action="store_true", help="time the relinearisation rules against K = 10")
     ap.add_argument("--conv", action="store_true", help="time im2col against lax.conv inside lax.scan (--width "
                     "channels; default 8)")
+    ap.add_argument("--mesh", type=int, default=None, metavar="N", help="time a K sweep on one device against "
+                    "N devices (on a CPU, set XLA_FLAGS=--xla_force_host_platform_device_count=N)")
     ap.add_argument("--n", type=int, default=500, help="--mean-field: training-set size")
     ap.add_argument("--width", type=int, default=None, help="--mean-field: hidden units (default 5000); "
                     "--conv: channels (default 8)")
     args = ap.parse_args(argv)
+    if args.mesh is not None:
+        batch = 64 if args.batch == 256 else args.batch
+        t = mesh_bench(args.mesh, batch, args.width or 8, min(args.rounds, 5), max(args.steps, 10))
+        print(f"K sweep of {len(MESH_KS)} runs (LeNet-50 width {args.width or 8}, minibatch {batch} x 32x32x3), "
+              f"ic.train with the runs on 1 device and split over {args.mesh}, interleaved")
+        print(_device_line() + f", {len(jax.devices())} devices visible")
+        print(f"1 device: {t['1 device'] * 1e3:.1f} ms per step; {args.mesh} devices: "
+              f"{t[f'{args.mesh} devices'] * 1e3:.1f} ms per step; speed-up {t['speed-up']:.2f}")
+        return t
     if args.conv:
         batch = 64 if args.batch == 256 else args.batch
         t = conv_bench(batch, args.width or 8, min(args.rounds, 3), args.steps)

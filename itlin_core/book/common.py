@@ -44,6 +44,14 @@ def default_preset() -> str:
     return "colab" if _has_gpu() else "book"
 
 
+def machine_line() -> str:
+    """The machine a timing was taken on, in words: JAX's device, the processor, the number of CPU
+    cores and JAX's version (timings in the book are reported with it)."""
+    import platform
+    return (f"{jax.devices()[0].device_kind} ({jax.default_backend()}), "
+            f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, jax {jax.__version__}")
+
+
 def get_preset(preset: str | None = None) -> str:
     """The preset to use: ``preset`` if given, else :func:`default_preset` (``$ITLIN_PRESET``, else
     ``colab`` on a GPU and ``book`` without one).

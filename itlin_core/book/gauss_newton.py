@@ -78,7 +78,7 @@ def run_regimes(cfg: RegimesConfig, progress=None) -> dict:
     errors = jax.vmap(ic.rmse, in_axes=(0, None))
     f_il, train_il = proxy_outputs(model.apply, states, xt)[..., 0], errors(proxy_outputs(model.apply, states, x), y)
     lams = np.asarray(cfg.damping_factors) * lam_max
-    gn = jax.jit(jax.vmap(lambda lam: ic.gn_iterate(model.apply, params0, x, y, cfg.gn_iterations, damping=lam)))
+    gn = ic.sharded_vmap(lambda lam: ic.gn_iterate(model.apply, params0, x, y, cfg.gn_iterations, damping=lam))
     p_all = gn(jnp.asarray(np.concatenate([[0.0], lams])))
     outs = jax.vmap(model.apply, in_axes=(0, None))
     f_all, train_all = outs(p_all, xt)[..., 0], errors(outs(p_all, x), y)

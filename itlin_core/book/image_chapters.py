@@ -155,7 +155,7 @@ def rule_table(chapter: str, preset: str = "colab") -> str:
 
 
 def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = None, names: Sequence | None = None,
-                checkpoint_dir=None, progress=None, data_dir=None, verify: bool = True) -> dict:
+                checkpoint_dir=None, progress=None, data_dir=None, verify: bool = True, mesh="auto") -> dict:
     """Train the run groups of an image chapter (``names``, default all) and return their
     :func:`~itlin_core.book.image_records.summarise` records, ``{name: record}``. At
     ``colab``/``paper`` every group checkpoints to ``checkpoint_dir`` (default
@@ -163,6 +163,7 @@ def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = 
     nothing is written. ``data``: ``{dataset: image_data(...)}`` to reuse loaded data; missing
     data sets are loaded with :func:`~itlin_core.book.image_runs.image_data` from ``data_dir``
     (checked against the published checksums unless ``verify=False``, e.g. for a re-encoded copy).
+    Each group's runs are split over the devices of ``mesh`` (:func:`~itlin_core.book.image_runs.run_images`).
 
     Raises:
       ValueError: at the ``book`` preset (which plots recorded results and never trains), or an
@@ -188,7 +189,7 @@ def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = 
         tag = "-stand-in" if data[cfg.dataset].get("stand_in") else ""  # never resumed as a real-data run
         ck = None if checkpoint_dir is None else Path(checkpoint_dir) / f"{chapter}-{name}-{preset}{tag}.npz"
         hist = run_images(cfg, data[cfg.dataset], checkpoint_path=ck, progress=progress,
-                          desc=f"{chapter}/{name}: {len(cfg.runs)} run(s)")
+                          desc=f"{chapter}/{name}: {len(cfg.runs)} run(s)", mesh=mesh)
         out[name] = summarise(hist)
     return out
 

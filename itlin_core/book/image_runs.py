@@ -327,7 +327,7 @@ def step_memory(cfg: ImageRunConfig) -> dict:
 
 
 def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpoint_every: int | None = None,
-               stop_at: int | None = None, progress=None, desc: str | None = None) -> dict:
+               stop_at: int | None = None, progress=None, desc: str | None = None, mesh="auto") -> dict:
     """Train every run of ``cfg`` at once on ``data`` (from :func:`image_data`).
 
     All runs start from the same initialisation and see the same batches; run ``i`` uses
@@ -335,7 +335,9 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
     (the others are unaffected); :func:`summarise` reports the step where it diverged and masks
     its later evaluations. With ``checkpoint_path`` the run checkpoints every
     ``checkpoint_every`` steps (default: every 10 evaluations) and resumes from the file when it
-    exists (``stop_at`` stops early, to fit a session); see :func:`itlin_core.train`.
+    exists (``stop_at`` stops early, to fit a session); see :func:`itlin_core.train`. The runs are
+    split over the devices of ``mesh`` (default: every visible device; :mod:`itlin_core.sharding`),
+    and a checkpoint resumes on any number of devices.
 
     The training loss is recorded as its mean over each evaluation interval (``loss_every =
     eval_every`` in :func:`itlin_core.train`): that is all a record keeps, and per-step losses
@@ -381,7 +383,7 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
         stop_at=stop_at, meta={"config": cfg.as_dict(), "stand_in": bool(data.get("stand_in"))})
     states, hist = ic.train(step, states, batches, cfg.steps, eval_fn=eval_fn, eval_every=cfg.eval_every,
                             progress=progress, desc=desc, on_nonfinite="ignore", loss_every=cfg.eval_every,
-                            **checkpointing)
+                            mesh=mesh, **checkpointing)
     hist.update(config=cfg, state=states, params0=params0, apply_fn=model.apply, n_params=ic.count_params(params0),
                 n_train=len(y_tr), n_eval=n_eval, stand_in=bool(data.get("stand_in", False)))
     return hist

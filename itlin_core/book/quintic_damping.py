@@ -61,8 +61,9 @@ def run_quintic(cfg: QuinticConfig) -> dict:
         p = ic.gn_iterate(model.apply, p, x, y, cfg.iterations, damping=lam)
         return ic.rmse(model.apply(p, x), y), model.apply(p, xt)[:, 0]
 
-    train_rmse, f_test = jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, None)))(
-        params0, jnp.asarray(cfg.dampings))
+    lams = jnp.asarray(cfg.dampings)
+    # seeds split over the devices (one device: jit(vmap)), dampings vmapped on each
+    train_rmse, f_test = ic.sharded_vmap(lambda p: jax.vmap(one, in_axes=(None, 0))(p, lams))(params0)
     f_test = np.asarray(f_test)
     train_rmse = np.asarray(train_rmse)
     test_rmse = np.sqrt(np.mean((f_test - np.asarray(yt)[:, 0]) ** 2, axis=-1))

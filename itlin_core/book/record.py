@@ -14,6 +14,14 @@ the original (a re-encoded CIFAR10) must then say what it is with ``--data-note`
 record keeps and the chapters print under their figures. Stand-in data are never recorded:
 the command loads only the folder it is given, and refuses, with a sentence naming what is
 missing, a folder without the files.
+
+The runs of each group are split over every visible device (``--devices N``: the first N;
+:mod:`itlin_core.sharding`), and the command prints the mesh it uses. On several hosts, start the
+same command on each with ``--coordinator HOST:PORT --num-processes N --process-id I`` (or
+``--distributed`` alone where :func:`jax.distributed.initialize` finds the cluster itself, as on
+Slurm): the mesh then spans every host, each host reads the data from its own ``--data`` folder,
+and process 0 alone writes the checkpoints (which every host must see, on a shared file system)
+and the record.
 """
 
 from __future__ import annotations
@@ -22,9 +30,13 @@ import argparse
 import sys
 from pathlib import Path
 
+import jax
+
+import itlin_core as ic
+
 from .image_chapters import CHAPTERS, RECORDED_PRESETS, run_chapter, run_groups
 from .image_runs import image_data
-from .records import load_results, save_results
+from .records import load_results, results_path, save_results
 
 
 def missing_data(dataset: str, data_dir) -> str | None:
@@ -48,11 +60,14 @@ def missing_data(dataset: str, data_dir) -> str | None:
 
 
 def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: bool = True,
-                   data_note: str | None = None, checkpoint_dir=None, results_dir=None, progress=None) -> Path:
+                   data_note: str | None = None, checkpoint_dir=None, results_dir=None, progress=None,
+                   mesh="auto") -> Path:
     """Train and record ``chapter`` at ``preset`` on the data in ``data_dir``; returns the path of
     the record written. ``names``: these groups only, merged into the existing record of the
-    preset. Raises ValueError (naming what is wrong) for an unknown chapter, group or preset,
-    missing data files, or ``verify=False`` without a ``data_note``."""
+    preset. Each group's runs are split over the devices of ``mesh`` (default every visible
+    device); only process 0 writes the record. Raises ValueError (naming what is wrong) for an
+    unknown chapter, group or preset, missing data files, or ``verify=False`` without a
+    ``data_note``."""
     if chapter not in CHAPTERS:
         raise ValueError(f"unknown chapter {chapter!r}; the image chapters are {', '.join(CHAPTERS)}.")
     if preset not in RECORDED_PRESETS:
@@ -72,7 +87,8 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
             raise ValueError(problem)
     data = {d: image_data(d, preset, data_dir=data_dir, stand_in=False, verify=verify, progress=progress)
             for d in datasets}
-    results = run_chapter(chapter, preset, data=data, names=names, checkpoint_dir=checkpoint_dir, progress=progress)
+    results = run_chapter(chapter, preset, data=data, names=names, checkpoint_dir=checkpoint_dir, progress=progress,
+                          mesh=mesh)
     if any(r["stand_in"] for r in results.values()):    # cannot happen with stand_in=False; never record it
         raise RuntimeError("stand-in data reached a record; nothing was written.")
     previous = load_results(chapter, (preset,), results_dir=results_dir)
@@ -80,6 +96,8 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
         results = {**{k: v for k, v in previous["data"].items() if k not in results}, **results}
         results = {k: results[k] for k in groups if k in results}    # the chapter's order
     note = data_note.strip() if data_note else None
+    if not ic.sharding.is_writer():    # another host of a multi-host run: process 0 writes the record
+        return results_path(chapter, preset, results_dir)
     return save_results(chapter, preset, results, seed=0, results_dir=results_dir, note=note)
 
 
@@ -93,16 +111,38 @@ def main(argv=None) -> int:
     parser.add_argument("--data-note", help="what the data are, kept in the record (required with --no-verify)")
     parser.add_argument("--checkpoint-dir", help="where checkpoints go (default: the book's checkpoint folder)")
     parser.add_argument("--results-dir", help="where the record goes (default: book/results)")
+    parser.add_argument("--devices", type=int, help="split the runs over the first N devices (default: all)")
+    parser.add_argument("--distributed", action="store_true", help="a multi-host run: jax.distributed.initialize()")
+    parser.add_argument("--coordinator", help="multi-host: HOST:PORT of process 0 (implies --distributed)")
+    parser.add_argument("--num-processes", type=int, help="multi-host: the number of processes (hosts)")
+    parser.add_argument("--process-id", type=int, help="multi-host: this process's index, 0 ... N-1")
     args = parser.parse_args(argv)
     try:
+        mesh = _mesh(args)
+        print(f"mesh: {ic.describe_mesh(mesh)}", flush=True)
         path = record_chapter(args.chapter, args.preset, args.data, names=args.names, verify=not args.no_verify,
                               data_note=args.data_note, checkpoint_dir=args.checkpoint_dir,
-                              results_dir=args.results_dir, progress="text")
+                              results_dir=args.results_dir, progress="text", mesh=mesh)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"recorded {path}")
     return 0
+
+
+def _mesh(args):
+    """The run mesh the command's flags ask for, after starting JAX's multi-host runtime if asked."""
+    if args.coordinator or args.distributed or args.num_processes is not None or args.process_id is not None:
+        given = {k: v for k, v in (("coordinator_address", args.coordinator), ("num_processes", args.num_processes),
+                                   ("process_id", args.process_id)) if v is not None}
+        if given and len(given) < 3:
+            raise ValueError("--coordinator, --num-processes and --process-id go together (or use --distributed "
+                             f"alone where JAX detects the cluster); got only {', '.join(given)}.")
+        jax.distributed.initialize(**given)
+    devices = jax.devices()
+    if args.devices is not None and not 1 <= args.devices <= len(devices):
+        raise ValueError(f"--devices must be between 1 and the {len(devices)} visible device(s), got {args.devices}.")
+    return ic.run_mesh(devices[:args.devices] if args.devices else devices)
 
 
 __all__ = ["missing_data", "record_chapter", "main"]

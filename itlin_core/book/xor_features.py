@@ -75,8 +75,8 @@ def run_xor(cfg: XORConfig, progress=None) -> dict:
                          cfg.steps, eval_every=max(1, cfg.steps // 20), progress=progress, on_nonfinite="ignore",
                          desc="IL on XOR, all K")
     # the default kernel method ("auto": per-example Jacobians, contracted) is the fastest here
-    iterate = jax.vmap(lambda lam: ic.gn_iterate(model.apply, params0, x, y, cfg.gn_iterations, damping=lam))
-    gn_params = jax.jit(iterate)(np.asarray(cfg.damping_factors) * lam_max)
+    iterate = ic.sharded_vmap(lambda lam: ic.gn_iterate(model.apply, params0, x, y, cfg.gn_iterations, damping=lam))
+    gn_params = iterate(np.asarray(cfg.damping_factors) * lam_max)
     outs = jax.vmap(model.apply, in_axes=(0, None))
     errs = jax.vmap(ic.rmse, in_axes=(0, None))
 
