@@ -236,5 +236,88 @@ def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | N
     return {"tau0": np.asarray(tau0s, float), "test_loss": np.asarray(res)}
 
 
+def rate_band(c, lr: float, n: int):
+    r"""The loss's decay rate per unit time, :math:`-\log(L_{k+1}/L_k)/\gamma`, of one step of size
+    ``lr`` (:math:`\gamma`) along a function-space direction that the step contracts at speed ``c``:
+    the residual there is multiplied by :math:`1 - \gamma c / N`, so the rate is
+    :math:`-(2/\gamma)\log|1 - \gamma c/N|`, which tends to :math:`2c/N` for small steps. For
+    the linearised network every step's rate lies between those of the slowest and the fastest
+    direction: for GN, whose function-space operator is :math:`A(A + \varepsilon I)^{-1}`,
+    ``c`` runs over :math:`\lambda/(\lambda + \varepsilon)` for the NTK eigenvalues
+    :math:`\lambda`; for GD, whose operator is :math:`A`, over the eigenvalues themselves."""
+    return -2.0 * np.log(np.abs(1.0 - lr * np.asarray(c, float) / n)) / lr
+
+
+def track_rates(cfg: TeacherStudentConfig, method: str, lr: float, tau0s, steps: int, *,
+                data: dict | None = None) -> dict:
+    """Train one student per ``tau0`` with ``method`` (``"gn"`` or ``"gd"``) at step size ``lr``
+    for ``steps`` steps, recording at every step the training loss, the smallest and largest
+    eigenvalue of the NTK matrix ``A = J J^T`` and (GN) the damping used. Returns arrays of
+    shape ``(len(tau0s), steps + 1)``: ``loss``, ``sigma_min``, ``lam_max``, ``damping`` (0 for
+    GD); ``rate`` ``(len(tau0s), steps)``, the measured decay rate per unit time
+    :math:`-\log(L_{k+1}/L_k)/\gamma`; and ``low``, ``high``: the band of :func:`rate_band` for
+    the step's slowest and fastest direction (the rate a linearised step would have)."""
+    if method not in ("gn", "gd"):
+        raise ValueError(f"method must be 'gn' or 'gd', got {method!r}.")
+    data = teacher_student_problem(cfg) if data is None else data
+    x, y = data["x_train"], data["y_train"]
+    n = x.shape[0]
+    net = ic.mean_field_net(cfg.d, cfg.width, 1.0, cfg.activation, cfg.beta)
+    if method == "gn":
+        step = ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, activation=cfg.activation, beta=cfg.beta)
+    else:
+        step = ic.make_gd_step(net, x, y)
+    z = net.init(jax.random.key(cfg.seed + 1))["u"]
+
+    def body(p, _):
+        ntk = ic.mean_field_ntk(p, x, activation=cfg.activation, beta=cfg.beta)
+        ev = jnp.linalg.eigvalsh(0.5 * (ntk + ntk.T))
+        eps = jnp.maximum(cfg.floor, cfg.alpha * ev[0]) if method == "gn" else 0.0
+        loss = 0.5 * jnp.mean((net.apply(p, x) - y) ** 2)
+        return step(p, lr), (loss, ev[0], ev[-1], eps)
+
+    # one compiled program per method, called once per tau0 (a vmapped float64 eigh hung XLA:CPU,
+    # see run_teacher_student)
+    run = jax.jit(lambda tau: jax.lax.scan(body, {"u": tau * z, "v": jnp.zeros(cfg.width)}, None,
+                                           length=steps + 1)[1])
+    cols = [np.stack([np.asarray(v) for v in run(jnp.float64(t))]) for t in np.asarray(tau0s, float)]
+    loss, smin, lmax, eps = np.stack(cols, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = -np.diff(np.log(loss), axis=1) / lr
+    slow, fast = (smin, lmax) if method == "gd" else (smin / (smin + eps), lmax / (lmax + eps))
+    return {"tau0": np.asarray(tau0s, float), "lr": lr, "method": method, "loss": loss, "sigma_min": smin,
+            "lam_max": lmax, "damping": eps, "rate": rate, "low": rate_band(slow[:, :-1], lr, n),
+            "high": rate_band(fast[:, :-1], lr, n), "n": n}
+
+
+def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: int = 20, rounds: int = 5) -> dict:
+    """Seconds per iteration of one GN and one GD run at the chapter's size (``lax.scan`` of
+    ``steps`` iterations, compiled first), timed interleaved over ``rounds`` rounds in one run so
+    that the machine's load affects both alike: ``{"gn": s, "gd": s, "ratio": median per-round
+    GN / GD}``."""
+    import statistics
+    import time
+    data = teacher_student_problem(cfg) if data is None else data
+    x, y = data["x_train"], data["y_train"]
+    net = ic.mean_field_net(cfg.d, cfg.width, 1.0, cfg.activation, cfg.beta)
+    u = min(cfg.tau0s) * net.init(jax.random.key(cfg.seed + 1))["u"]
+    p0 = {"u": u, "v": jax.random.normal(jax.random.key(cfg.seed + 2), (cfg.width,))}
+    runs = {}
+    for name, step, lr in (("gn", ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor,
+                                                  activation=cfg.activation, beta=cfg.beta), min(cfg.gn_lrs)),
+                           ("gd", ic.make_gd_step(net, x, y), min(cfg.gd_lrs))):
+        runs[name] = jax.jit(lambda p, step=step, lr=lr: jax.lax.fori_loop(0, steps, lambda i, q: step(q, lr), p))
+        jax.block_until_ready(runs[name](p0))                  # compile
+    times = {k: [] for k in runs}
+    for r in range(rounds):
+        for k in (["gn", "gd"] if r % 2 == 0 else ["gd", "gn"]):
+            t0 = time.perf_counter()
+            jax.block_until_ready(runs[k](p0))
+            times[k].append((time.perf_counter() - t0) / steps)
+    return {"gn": statistics.median(times["gn"]), "gd": statistics.median(times["gd"]),
+            "ratio": statistics.median(a / b for a, b in zip(times["gn"], times["gd"]))}
+
+
 __all__ = ["TeacherStudentConfig", "TEACHER_STUDENT", "teacher_student_config", "teacher_student_problem",
-           "teacher_student_metrics", "eval_schedule", "run_teacher_student", "random_features_baseline"]
+           "teacher_student_metrics", "eval_schedule", "run_teacher_student", "random_features_baseline",
+           "rate_band", "track_rates", "step_seconds"]
