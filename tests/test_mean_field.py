@@ -197,3 +197,64 @@ def test_a_run_in_a_group_is_the_run_alone():
         for key in ("train_loss", "test_loss", "lrfit"):
             n = min(len(alone["iters"]), len(group["iters"]))
             np.testing.assert_allclose(group[key][:n, i], alone[key][:n, 0], rtol=1e-9, atol=1e-13)
+
+
+def test_seeded_runs_each_draw_their_own_problem_and_match_it_trained_alone():
+    """With ``seeds``, run g is the run of ``cfg.seed = seeds[g]`` (its own teacher, data and
+    initial draw), trained with the others in one program; finished runs leave the batch."""
+    cfg = dataclasses.replace(SMALL, stop_loss=1e-4, gn_iterations=60, n_evals=8)
+    seeds, lrs = [0, 7, 11], [12.0, 0.3, 6.0]
+    group = ex.run_teacher_student(cfg, "gn", [1.0] * 3, lrs, seeds=seeds, progress="off")
+    assert list(group["seeds"]) == seeds and group["stopped_at"].min() < cfg.gn_iterations
+    for g, (s, lr) in enumerate(zip(seeds, lrs)):
+        alone = ex.run_teacher_student(dataclasses.replace(cfg, seed=s), "gn", [1.0], [lr], progress="off")
+        assert alone["stopped_at"][0] == group["stopped_at"][g]
+        n = min(len(alone["iters"]), len(group["iters"]))
+        for key in ("train_loss", "test_loss", "wcd"):
+            np.testing.assert_allclose(group[key][:n, g], alone[key][:n, 0], rtol=1e-9, atol=1e-13)
+    # different seeds really are different problems
+    assert len({float(v) for v in group["train_loss"][0]}) == 3
+    with pytest.raises(ValueError, match="one integer per run"):
+        ex.run_teacher_student(cfg, "gn", [1.0, 1.0], [1.0, 1.0], seeds=[0])
+    with pytest.raises(ValueError, match="data=None"):
+        ex.run_teacher_student(cfg, "gn", [1.0], [1.0], seeds=[0], data=ex.teacher_student_problem(cfg))
+
+
+@pytest.mark.parametrize("log", [True, False])
+def test_seed_interval_is_students_t_interval(log):
+    from scipy import stats
+    v = np.random.default_rng(0).lognormal(size=(4, 6))
+    mean, low, high = ex.seed_interval(v, 0.95, log=log)
+    w = np.log10(v) if log else v
+    for row, m, lo, hi in zip(w, mean, low, high):
+        want = stats.t.interval(0.95, len(row) - 1, loc=row.mean(), scale=stats.sem(row))
+        got = (np.log10(lo), np.log10(hi)) if log else (lo, hi)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        assert lo <= m <= hi
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        ex.seed_interval(v[:, :1])
+
+
+@pytest.mark.parametrize("method", ["gd", "gn"])
+@pytest.mark.parametrize("lr", [0.3, 3.0])
+def test_a_linear_models_loss_decays_inside_the_rate_band(method, lr):
+    """For a linear model f = J w every step's rate -log(L_{k+1}/L_k)/lr lies between the rate
+    of the slowest and the fastest direction (rate_band), for GD (directions: the eigenvalues of
+    A = J J^T) and for damped GN (lambda / (lambda + eps)); checked on an explicit simulation."""
+    rng = np.random.default_rng(1)
+    n, p, eps = 6, 20, 0.05
+    J, y = rng.normal(size=(n, p)) / 6, rng.normal(size=n)
+    A = J @ J.T
+    lam = np.linalg.eigvalsh(A)
+    w, losses = np.zeros(p), []
+    for _ in range(40):
+        r = J @ w - y
+        losses.append(0.5 * np.mean(r ** 2))
+        g = J.T @ (r if method == "gd" else np.linalg.solve(A + eps * np.eye(n), r)) / n
+        w = w - lr * g
+    rate = -np.diff(np.log(losses)) / lr
+    c = lam if method == "gd" else lam / (lam + eps)
+    assert lr * c.max() / n < 1                            # every direction contracts monotonically
+    low, high = ex.rate_band(c.min(), lr, n), ex.rate_band(c.max(), lr, n)
+    assert np.all(rate >= low * (1 - 1e-9)) and np.all(rate <= high * (1 + 1e-9))
+    assert ex.rate_band(c.min(), 1e-8, n) == pytest.approx(2 * c.min() / n, rel=1e-6)

@@ -33,7 +33,8 @@ class TeacherStudentConfig:
     ``n_trains`` are the training-set sizes of Fig. 5, run at ``scaling_tau0s`` with the step-size
     grids ``scaling_gn_lrs``/``scaling_gd_lrs``; ``betas`` the SiLU temperatures of Figs. 6-7
     (run at the smallest ``tau0`` with ``gn_lrs`` and ``silu_gd_lrs``, or ``gd_lrs`` if empty);
-    ``compare_tau0`` the initial scale of Fig. 7's ReLU-against-SiLU(beta = 1) comparison."""
+    ``compare_tau0`` the initial scale of Fig. 7's ReLU-against-SiLU(beta = 1) comparison;
+    ``n_seeds`` the seeds of the chapter's repeat of its key curves (App. C.1 uses 5)."""
 
     n_train: int
     width: int
@@ -51,6 +52,7 @@ class TeacherStudentConfig:
     betas: tuple = ()
     silu_gd_lrs: tuple = ()
     compare_tau0: float = 1.0
+    n_seeds: int = 5
     d: int = 10
     m_star: int = 5
     stop_loss: float = 1e-6
@@ -133,12 +135,16 @@ def eval_schedule(iterations: int, n_evals: int) -> np.ndarray:
 
 def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, data: dict | None = None,
                         activation: str | None = None, beta: float | None = None, iterations: int | None = None,
-                        fast: bool = True, progress=None) -> dict:
+                        fast: bool = True, progress=None, seeds=None) -> dict:
     """Train one student per ``(tau0s[g], lrs[g])`` pair (equal-length sequences) with ``method``
     ``"gn"`` or ``"gd"``, all in one compiled program (``vmap`` over the pairs, a ``fori_loop``
     between evaluations). Every student starts from the same standard-normal draw scaled by
-    its ``tau0`` (the paper uses one seed; so does this). A student stops (its parameters freeze) once
-    its training loss is below ``cfg.stop_loss`` or a step overflows (divergence).
+    its ``tau0`` (the paper uses one seed; so does this), unless ``seeds`` gives one seed per run:
+    run ``g`` then has its own teacher, training and test data (drawn as
+    :func:`teacher_student_problem` does with ``cfg.seed = seeds[g]``) and its own initial draw,
+    as in Arbel et al. 2023, App. C.1 (``data`` must then be ``None``). A student stops (its
+    parameters freeze) once its training loss is below ``cfg.stop_loss`` or a step overflows
+    (divergence).
 
     Returns a dict of numpy arrays: ``iters`` ``(E,)``; ``train_loss``, ``test_loss``,
     ``lrfit``, ``wcd``, ``sigma_min`` of shape ``(E, G)``; ``stopped_at`` ``(G,)`` (the
@@ -155,47 +161,68 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
         raise ValueError("every tau0 and step size must be > 0.")
     act = activation or cfg.activation
     beta = cfg.beta if beta is None else beta
-    data = teacher_student_problem(cfg, activation=act, beta=beta) if data is None else data
-    x, y = data["x_train"], data["y_train"]
     net = ic.mean_field_net(cfg.d, cfg.width, 1.0, act, beta)
-    if method == "gn":
-        step = ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, fast=fast, activation=act, beta=beta)
-    else:
-        step = ic.make_gd_step(net, x, y)
+
+    def make_step(x, y):
+        if method == "gn":
+            return ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, fast=fast, activation=act, beta=beta)
+        return ic.make_gd_step(net, x, y)
+
+    loss_of = lambda p, x, y: 0.5 * jnp.mean((net.apply(p, x) - y) ** 2)
     budget = iterations or (cfg.gn_iterations if method == "gn" else cfg.gd_iterations)
-    z = net.init(jax.random.key(cfg.seed + 1))
-    params = {"u": jnp.asarray(tau0s)[:, None, None] * z["u"], "v": jnp.zeros((tau0s.size, cfg.width))}
-    loss = lambda p: 0.5 * jnp.mean((net.apply(p, x) - y) ** 2)
+    if seeds is None:     # one data set, one initial draw, closed over by the compiled program
+        data = teacher_student_problem(cfg, activation=act, beta=beta) if data is None else data
+        x, y = data["x_train"], data["y_train"]
+        step = make_step(x, y)
+        vstep = lambda p, lr, xy: jax.vmap(step)(p, lr)
+        vloss = lambda p, xy: jax.vmap(lambda q: loss_of(q, x, y))(p)
+        u0 = jnp.asarray(tau0s)[:, None, None] * net.init(jax.random.key(cfg.seed + 1))["u"]
+        xy0, stacked = (), None
+        metrics = lambda ps, d: jax.lax.map(lambda p: teacher_student_metrics(p, data, act, beta), ps)
+    else:                 # one data set and initial draw per run, carried by the program
+        seeds = [int(v) for v in np.atleast_1d(seeds)]
+        if data is not None or len(seeds) != tau0s.size:
+            raise ValueError(f"seeds must give one integer per run ({tau0s.size}), with data=None (each seed draws "
+                             f"its own data); got {len(seeds)} seeds and data={'given' if data is not None else None}.")
+        probs = [teacher_student_problem(dataclasses.replace(cfg, seed=s), activation=act, beta=beta) for s in seeds]
+        stacked = {k: jnp.stack([d[k] for d in probs]) for k in probs[0]}
+        xy0 = (stacked["x_train"], stacked["y_train"])
+        vstep = jax.vmap(lambda p, lr, xy: make_step(*xy)(p, lr))
+        vloss = jax.vmap(lambda p, xy: loss_of(p, *xy))
+        u0 = jnp.stack([t * net.init(jax.random.key(s + 1))["u"] for t, s in zip(tau0s, seeds)])
+        metrics = lambda ps, d: jax.lax.map(lambda pd: teacher_student_metrics(pd[0], pd[1], act, beta), (ps, d))
+    params = {"u": u0, "v": jnp.zeros((tau0s.size, cfg.width))}
 
     finite = lambda p: jnp.all(jnp.isfinite(p["u"])) & jnp.all(jnp.isfinite(p["v"]))
 
     def body(_, c):
-        p, lr, done, diverged, stopped, it = c
-        hit = jax.vmap(loss)(p) < cfg.stop_loss
-        new = jax.vmap(step)(p, lr)
+        p, lr, done, diverged, stopped, xy, it = c
+        hit = vloss(p, xy) < cfg.stop_loss
+        new = vstep(p, lr, xy)
         bad = ~jax.vmap(finite)(new)          # a step that overflowed: keep the last finite iterate
         hit = (hit | bad) & ~done
         stopped = jnp.where(hit, it, stopped)
         diverged = diverged | (bad & ~done)
         done = done | hit
         keep = lambda a, b: jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
-        return jax.tree.map(keep, p, new), lr, done, diverged, stopped, it + 1
+        return jax.tree.map(keep, p, new), lr, done, diverged, stopped, xy, it + 1
 
     advance = jax.jit(lambda c, n: jax.lax.fori_loop(0, n, body, c))
     # lax.map (a loop), not vmap: batched float64 eigh inside this program hung XLA:CPU here
     # (jax 0.10, 2-core machine); evaluation is a small part of the cost.
-    evaluate = jax.jit(lambda ps: jax.lax.map(lambda p: teacher_student_metrics(p, data, act, beta), ps))
+    evaluate = jax.jit(metrics)
     sched = eval_schedule(budget, cfg.n_evals)
     g = tau0s.size
     diverged, stopped = np.zeros(g, bool), np.full(g, budget)
     active = np.arange(g)             # runs still training; finished ones are dropped from the batch
-    carry = (params, jnp.asarray(lrs), jnp.zeros(g, bool), jnp.zeros(g, bool), jnp.full(g, budget), 0)
-    rows = [jax.device_get(evaluate(params))]
+    carry = (params, jnp.asarray(lrs), jnp.zeros(g, bool), jnp.zeros(g, bool), jnp.full(g, budget), xy0, 0)
+    of_active = lambda: None if stacked is None else jax.tree.map(lambda v: v[active], stacked)
+    rows = [jax.device_get(evaluate(params, of_active()))]
     iters = [0]
     bar = progress_bar(budget, f"{method.upper()}, {g} runs", progress)
     for a, b in zip(sched[:-1], sched[1:]):
-        carry = advance(carry[:5] + (jnp.asarray(a),), int(b - a))
-        ev = jax.device_get(evaluate(carry[0]))
+        carry = advance(carry[:6] + (jnp.asarray(a),), int(b - a))
+        ev = jax.device_get(evaluate(carry[0], of_active()))
         row = {k: np.array(v) for k, v in rows[-1].items()}    # finished runs keep their last values
         for k in row:
             row[k][active] = ev[k]
@@ -210,10 +237,11 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
         if done.any():                # shrink the batch (one recompilation per distinct size)
             keep = np.flatnonzero(~done)
             active = active[keep]
-            carry = jax.tree.map(lambda x: x[keep], carry[:5]) + (carry[5],)
+            carry = jax.tree.map(lambda v: v[keep], carry[:6]) + (carry[6],)
     if bar is not None:
         bar.close()
-    out = {"iters": np.asarray(iters), "tau0": tau0s, "lr": lrs, "method": method}
+    out = {"iters": np.asarray(iters), "tau0": tau0s, "lr": lrs, "method": method,
+           "seeds": np.full(g, cfg.seed) if seeds is None else np.asarray(seeds)}
     for key in rows[0]:
         out[key] = np.stack([np.asarray(r[key]) for r in rows])
     out["stopped_at"], out["diverged"] = stopped, diverged
@@ -236,6 +264,22 @@ def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | N
     return {"tau0": np.asarray(tau0s, float), "test_loss": np.asarray(res)}
 
 
+def seed_interval(values, level: float = 0.95, log: bool = True):
+    """The mean over seeds (the last axis) of ``values`` and its ``level`` confidence interval
+    from Student's t distribution, ``(mean, low, high)``; with ``log`` computed on the base-10
+    logarithm and returned in the values' units (for losses plotted on log axes, as in Arbel et
+    al. 2023, App. C.1, which shades 95% intervals from 5 runs)."""
+    from scipy import stats
+    v = np.asarray(values, float)
+    if v.shape[-1] < 2:
+        raise ValueError(f"an interval over seeds needs at least 2 seeds, got {v.shape[-1]}.")
+    v = np.log10(v) if log else v
+    m, se = v.mean(axis=-1), v.std(axis=-1, ddof=1) / np.sqrt(v.shape[-1])
+    h = stats.t.ppf(0.5 + level / 2, v.shape[-1] - 1) * se
+    out = (m, m - h, m + h)
+    return tuple(10 ** o for o in out) if log else out
+
+
 def rate_band(c, lr: float, n: int):
     r"""The loss's decay rate per unit time, :math:`-\log(L_{k+1}/L_k)/\gamma`, of one step of size
     ``lr`` (:math:`\gamma`) along a function-space direction that the step contracts at speed ``c``:
@@ -250,7 +294,7 @@ def rate_band(c, lr: float, n: int):
 
 def track_rates(cfg: TeacherStudentConfig, method: str, lr: float, tau0s, steps: int, *,
                 data: dict | None = None) -> dict:
-    """Train one student per ``tau0`` with ``method`` (``"gn"`` or ``"gd"``) at step size ``lr``
+    r"""Train one student per ``tau0`` with ``method`` (``"gn"`` or ``"gd"``) at step size ``lr``
     for ``steps`` steps, recording at every step the training loss, the smallest and largest
     eigenvalue of the NTK matrix ``A = J J^T`` and (GN) the damping used. Returns arrays of
     shape ``(len(tau0s), steps + 1)``: ``loss``, ``sigma_min``, ``lam_max``, ``damping`` (0 for
@@ -320,4 +364,4 @@ def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: 
 
 __all__ = ["TeacherStudentConfig", "TEACHER_STUDENT", "teacher_student_config", "teacher_student_problem",
            "teacher_student_metrics", "eval_schedule", "run_teacher_student", "random_features_baseline",
-           "rate_band", "track_rates", "step_seconds"]
+           "seed_interval", "rate_band", "track_rates", "step_seconds"]
