@@ -258,3 +258,20 @@ def test_a_linear_models_loss_decays_inside_the_rate_band(method, lr):
     low, high = ex.rate_band(c.min(), lr, n), ex.rate_band(c.max(), lr, n)
     assert np.all(rate >= low * (1 - 1e-9)) and np.all(rate <= high * (1 + 1e-9))
     assert ex.rate_band(c.min(), 1e-8, n) == pytest.approx(2 * c.min() / n, rel=1e-6)
+
+
+def test_width_sweep_takes_each_widths_best_step_size_and_rf():
+    from itlin_core.book import mean_field_scaling as ms
+    cfg = dataclasses.replace(SMALL, widths=(6, 12), width_tau0=1.0, scaling_gn_lrs=(1.0, 4.0),
+                              scaling_gd_lrs=(1.0,), gn_iterations=30, gd_iterations=30, n_evals=4)
+    res = ms.run_width(cfg)
+    data = ex.teacher_student_problem(cfg)
+    for j, m in enumerate(cfg.widths):
+        c = dataclasses.replace(cfg, width=m)
+        rf = ex.random_features_baseline(c, [1.0], data=data)["test_loss"][0]
+        assert res["rf"][j] == pytest.approx(rf, rel=1e-12)
+        gn = ex.run_teacher_student(c, "gn", [1.0, 1.0], [1.0, 4.0], data=data, progress="off")
+        assert res["gn"]["test_loss"][j] == pytest.approx(np.nanmin(gn["final_test_loss"]), rel=1e-9)
+        assert res["gn"]["lr"][j] == gn["lr"][np.nanargmin(gn["final_test_loss"])]
+    with pytest.raises(ValueError, match="no widths"):
+        ms.run_width(dataclasses.replace(cfg, widths=()))

@@ -34,7 +34,9 @@ class TeacherStudentConfig:
     grids ``scaling_gn_lrs``/``scaling_gd_lrs``; ``betas`` the SiLU temperatures of Figs. 6-7
     (run at the smallest ``tau0`` with ``gn_lrs`` and ``silu_gd_lrs``, or ``gd_lrs`` if empty);
     ``compare_tau0`` the initial scale of Fig. 7's ReLU-against-SiLU(beta = 1) comparison;
-    ``n_seeds`` the seeds of the chapter's repeat of its key curves (App. C.1 uses 5)."""
+    ``n_seeds`` the seeds of the chapter's repeat of its key curves (App. C.1 uses 5);
+    ``widths`` the numbers of hidden units of Fig. 4 (left), run at ``width_tau0`` (the paper's
+    ``tau0 = 1``) with the step-size grids ``scaling_gn_lrs``/``scaling_gd_lrs``."""
 
     n_train: int
     width: int
@@ -52,6 +54,8 @@ class TeacherStudentConfig:
     betas: tuple = ()
     silu_gd_lrs: tuple = ()
     compare_tau0: float = 1.0
+    widths: tuple = ()
+    width_tau0: float = 1.0
     n_seeds: int = 5
     d: int = 10
     m_star: int = 5
@@ -68,12 +72,14 @@ TEACHER_STUDENT = {
                                   tau0s=(1e-3, 10.0), gn_lrs=(1e-2, 1.0, 40.0), gd_lrs=(0.1, 10.0, 100.0),
                                   n_evals=12, n_trains=(20, 40, 80), scaling_tau0s=(1e-3, 1.0),
                                   scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0,), betas=(1.0, 1e6),
+                                  widths=(20, 40, 100, 200),
                                   silu_gd_lrs=(10.0, 100.0)),
     "book": TeacherStudentConfig(n_train=100, width=1000, n_test=2000, gn_iterations=3000, gd_iterations=20000,
                                  tau0s=(1e-3, 1e-1, 10.0), gn_lrs=(1e-2, 1.0, 100.0),
                                  gd_lrs=(1.0, 10.0, 100.0, 1000.0),
                                  n_trains=(25, 50, 100, 200), scaling_tau0s=(1e-3, 1.0),
                                  scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0, 1000.0), betas=(1.0, 1e6),
+                                 widths=(50, 100, 200, 500, 1000),
                                  silu_gd_lrs=(100.0, 1000.0)),
     "paper": TeacherStudentConfig(n_train=500, width=5000, n_test=10000, gn_iterations=100_000,
                                   gd_iterations=1_000_000, n_evals=60,
@@ -82,7 +88,8 @@ TEACHER_STUDENT = {
                                   gd_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
                                   n_trains=(100, 200, 500, 1000, 1500), scaling_tau0s=(1e-3, 1.0),
                                   scaling_gn_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
-                                  scaling_gd_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0), betas=(1.0, 1e6)),
+                                  scaling_gd_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0), betas=(1.0, 1e6),
+                                  widths=(250, 500, 1000, 2500, 5000, 10000)),
 }
 
 

@@ -4,6 +4,8 @@ SiLU temperature, and ReLU against SiLU."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .mean_field_gn import TeacherStudentConfig, random_features_baseline, run_teacher_student, teacher_student_problem
@@ -51,6 +53,29 @@ def run_sample_size(cfg: TeacherStudentConfig, progress=None) -> dict:
     return res
 
 
+def run_width(cfg: TeacherStudentConfig, progress=None) -> dict:
+    """Arbel et al. 2023, Fig. 4 (left), at ``cfg``'s scale: for every number of hidden units in
+    ``cfg.widths``, GN and GD at ``tau0 = cfg.width_tau0`` over the step sizes
+    ``scaling_gn_lrs``/``scaling_gd_lrs``, and RF, on one data set; for each method the final
+    metrics at the step size with the best final test loss. The initial draw of each width is
+    its own (the first ``M`` rows are not shared). Returns ``{"widths", "gn", "gd"}`` (arrays
+    ``(len(widths),)`` per final metric, plus ``lr``) and ``"rf"`` (test loss per width)."""
+    if not cfg.widths:
+        raise ValueError("this preset has no widths (numbers of hidden units) to sweep.")
+    data = teacher_student_problem(cfg)
+    res = {"widths": np.asarray(cfg.widths), "gn": [], "gd": [], "rf": []}
+    for m in cfg.widths:
+        c = dataclasses.replace(cfg, width=int(m))
+        res["rf"].append(float(random_features_baseline(c, [cfg.width_tau0], data=data)["test_loss"][0]))
+        for method, lrs in [("gn", cfg.scaling_gn_lrs), ("gd", cfg.scaling_gd_lrs)]:
+            run = run_teacher_student(c, method, [cfg.width_tau0] * len(lrs), lrs, data=data, progress=progress)
+            res[method].append(best_final(run)[float(cfg.width_tau0)])
+    for method in ("gn", "gd"):
+        res[method] = {k: np.array([row[k] for row in res[method]]) for k in res[method][0]}
+    res["rf"] = np.asarray(res["rf"])
+    return res
+
+
 def run_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
     """Arbel et al. 2023, Figs. 6-7, at ``cfg``'s scale: with a SiLU teacher and student of each
     temperature in
@@ -86,4 +111,4 @@ def run_relu_vs_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
     return out
 
 
-__all__ = ["best_final", "run_sample_size", "run_silu", "run_relu_vs_silu"]
+__all__ = ["best_final", "run_sample_size", "run_width", "run_silu", "run_relu_vs_silu"]
