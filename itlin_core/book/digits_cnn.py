@@ -14,9 +14,8 @@ import optax
 import itlin_core as ic
 
 from .._progress import progress_bar
-from .claims import claims_markdown, pct
+from .claims import claims_markdown, pct, tolerance
 from .common import feature_updates, per_preset
-from .image_records import accuracy_noise_points
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +191,7 @@ def damping_claims(cfg: DigitsConfig, sgd: dict, damp: dict) -> tuple:
     error on ``cfg.n_test`` images. ``sgd`` is :func:`run_digits_sweep`'s history (its K = 1 run),
     ``damp`` :func:`run_digits_damping`'s. Returns ``(markdown table, rows)``, rows as
     :func:`itlin_core.book.claims.judge` makes them."""
-    tol = max(1.0, 2 * accuracy_noise_points(int(cfg.n_test))) / 100
+    tol = tolerance({"n_eval": cfg.n_test})
     best = np.asarray(damp["test_accuracy_network"]).max(axis=0)
     sgd_best = float(np.asarray(sgd["test_accuracy_network"])[:, list(sgd["Ks"]).index(1)].max())
     adam1, solve = float(best[0]), float(best[1])

@@ -140,6 +140,15 @@ def eval_schedule(iterations: int, n_evals: int) -> np.ndarray:
     return np.concatenate([[0], pts[pts <= iterations]])
 
 
+def method_step(cfg: TeacherStudentConfig, method: str, net, x, y, activation: str, beta: float, fast: bool = True):
+    """The chapter's ``step(params, lr)`` for ``method``: Arbel et al.'s damped GN
+    (:func:`itlin_core.make_gn_step` with ``cfg``'s ``alpha`` and ``floor``) or gradient descent
+    (:func:`itlin_core.make_gd_step`), on the training data ``(x, y)``."""
+    if method == "gn":
+        return ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, fast=fast, activation=activation, beta=beta)
+    return ic.make_gd_step(net, x, y)
+
+
 def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, data: dict | None = None,
                         activation: str | None = None, beta: float | None = None, iterations: int | None = None,
                         fast: bool = True, progress=None, seeds=None) -> dict:
@@ -170,10 +179,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     beta = cfg.beta if beta is None else beta
     net = ic.mean_field_net(cfg.d, cfg.width, 1.0, act, beta)
 
-    def make_step(x, y):
-        if method == "gn":
-            return ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, fast=fast, activation=act, beta=beta)
-        return ic.make_gd_step(net, x, y)
+    make_step = lambda x, y: method_step(cfg, method, net, x, y, act, beta, fast)
 
     loss_of = lambda p, x, y: 0.5 * jnp.mean((net.apply(p, x) - y) ** 2)
     budget = iterations or (cfg.gn_iterations if method == "gn" else cfg.gd_iterations)
@@ -314,10 +320,7 @@ def track_rates(cfg: TeacherStudentConfig, method: str, lr: float, tau0s, steps:
     x, y = data["x_train"], data["y_train"]
     n = x.shape[0]
     net = ic.mean_field_net(cfg.d, cfg.width, 1.0, cfg.activation, cfg.beta)
-    if method == "gn":
-        step = ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, activation=cfg.activation, beta=cfg.beta)
-    else:
-        step = ic.make_gd_step(net, x, y)
+    step = method_step(cfg, method, net, x, y, cfg.activation, cfg.beta)
     z = net.init(jax.random.key(cfg.seed + 1))["u"]
 
     def body(p, _):
@@ -342,7 +345,7 @@ def track_rates(cfg: TeacherStudentConfig, method: str, lr: float, tau0s, steps:
 
 
 def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: int = 20, rounds: int = 5) -> dict:
-    """Seconds per iteration of one GN and one GD run at the chapter's size (``lax.scan`` of
+    """Seconds per iteration of one GN and one GD run at the chapter's size (``lax.fori_loop`` of
     ``steps`` iterations, compiled first), timed interleaved over ``rounds`` rounds in one run so
     that the machine's load affects both alike: ``{"gn": s, "gd": s, "ratio": median per-round
     GN / GD}``."""
@@ -354,9 +357,8 @@ def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: 
     u = min(cfg.tau0s) * net.init(jax.random.key(cfg.seed + 1))["u"]
     p0 = {"u": u, "v": jax.random.normal(jax.random.key(cfg.seed + 2), (cfg.width,))}
     runs = {}
-    for name, step, lr in (("gn", ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor,
-                                                  activation=cfg.activation, beta=cfg.beta), min(cfg.gn_lrs)),
-                           ("gd", ic.make_gd_step(net, x, y), min(cfg.gd_lrs))):
+    for name, lr in (("gn", min(cfg.gn_lrs)), ("gd", min(cfg.gd_lrs))):
+        step = method_step(cfg, name, net, x, y, cfg.activation, cfg.beta)
         runs[name] = jax.jit(lambda p, step=step, lr=lr: jax.lax.fori_loop(0, steps, lambda i, q: step(q, lr), p))
         jax.block_until_ready(runs[name](p0))                  # compile
     times = {k: [] for k in runs}
@@ -370,5 +372,5 @@ def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: 
 
 
 __all__ = ["TeacherStudentConfig", "TEACHER_STUDENT", "teacher_student_config", "teacher_student_problem",
-           "teacher_student_metrics", "eval_schedule", "run_teacher_student", "random_features_baseline",
+           "teacher_student_metrics", "eval_schedule", "method_step", "run_teacher_student", "random_features_baseline",
            "seed_interval", "rate_band", "track_rates", "step_seconds"]
