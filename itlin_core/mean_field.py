@@ -5,7 +5,9 @@ The student of Arbel et al. 2023 (eq. (2), §5.1) is
 .. math:: f_w(x) = \frac{1}{M}\sum_{i=1}^M v_i\,\gamma(u_i^\top x), \qquad w = (v, u),\;
           v \in \mathbb{R}^M,\; u \in \mathbb{R}^{M\times d},
 
-with hidden weights ``u ~ N(0, tau0^2)`` and the last layer ``v = 0`` at initialisation. There is
+with hidden weights ``u ~ N(0, tau0^2)`` and the last layer ``v = 0`` at initialisation. With
+``C`` outputs (Arbel et al. 2023, App. C.4, where the targets are a teacher's ten class
+probabilities) the last layer is ``v in R^{M x C}`` and ``f_w(x) in R^C``. There is
 no bias term: the paper's eq. (2) and its teacher have none (a bias would be an extra constant
 input coordinate; we follow the paper and leave it out).
 
@@ -16,10 +18,18 @@ Jacobian has a ``v``-block ``G / M`` and a ``u``-block whose row ``n``, unit ``i
 .. math:: J J^\top = \frac{1}{M^2}\Big(G G^\top + \big(D\,\mathrm{diag}(v^2)\,D^\top\big)\odot (X X^\top)\Big),
 
 costing ``O(N^2 M)`` instead of the ``O(N^2 M d)`` of a per-example Jacobian (``P = M(d+1)``).
+With ``C`` outputs the ``v``-block acts on each output separately and the ``u``-block couples
+them through ``v``: entry ``((n, c), (n', c'))`` of the ``NC x NC`` kernel is
+
+.. math:: \frac{1}{M^2}\Big((G G^\top)_{nn'}\,\delta_{cc'} + (X X^\top)_{nn'}
+          \sum_i D_{ni} D_{n'i}\, v_{ic} v_{ic'}\Big),
+
+one ``NC x M`` by ``M x N'C`` product, ``O(N^2 C^2 M)``.
 :func:`mean_field_ntk` computes this; :func:`itlin_core.gn_step` accepts it through ``ntk_fn``,
 so the chapter's fast GN step is still the generic kernel-form step with a faster kernel.
 
-**Loss and step-size convention.** Arbel et al. 2023 minimise ``L = 1/(2N) sum (f - y)^2`` and takes
+**Loss and step-size convention.** Arbel et al. 2023 minimise ``L = 1/(2N) sum_n ||f(x_n) - y_n||^2``
+(:func:`mean_field_loss`; a mean over examples, a sum over outputs) and take
 GN steps ``w - lr (J^T J + eps I)^{-1} J^T grad_f L`` with ``grad_f L = (f - y) / N`` (its
 eq. (4) with ``H = I``). The package's GN convention is the sum loss ``1/2 ||f - y||^2``
 (:mod:`itlin_core.losses`), so the paper's step size ``lr`` is ``lr / N`` in :func:`itlin_core.gn_step`; the
@@ -39,20 +49,25 @@ from .gauss_newton import damping_min_eigenvalue, gn_step
 from .models import Model
 
 def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "relu",
-                   beta: float = 1.0) -> Model:
+                   beta: float = 1.0, outputs: int | None = None) -> Model:
     """The student network of Arbel et al. 2023 (eq. (2)) as an ``(init, apply)`` pair.
 
     ``init(key)`` draws ``u ~ N(0, tau0^2)`` of shape ``(width, d)`` and sets ``v = 0``;
     ``apply(params, x)`` maps ``(N, d)`` inputs to ``(N,)`` outputs ``gamma(x u^T) v / width``.
+    With ``outputs = C`` (an integer) ``v`` is ``(width, C)`` and the outputs ``(N, C)``, as in
+    Arbel et al. 2023, App. C.4.
     """
     if d < 1 or width < 1:
         raise ValueError(f"d and width must be >= 1, got d={d!r}, width={width!r}.")
     if not tau0 > 0:
         raise ValueError(f"tau0 (the std of the hidden weights) must be > 0, got {tau0!r}.")
+    if outputs is not None and (isinstance(outputs, bool) or not isinstance(outputs, int) or outputs < 1):
+        raise ValueError(f"outputs must be None (one scalar output) or a whole number >= 1, got {outputs!r}.")
     gamma, _ = activation_pair(activation, beta)
+    v_shape = (width,) if outputs is None else (width, outputs)
 
     def init(key):
-        return {"u": tau0 * jax.random.normal(key, (width, d)), "v": jnp.zeros((width,))}
+        return {"u": tau0 * jax.random.normal(key, (width, d)), "v": jnp.zeros(v_shape)}
 
     def apply(params, x):
         return gamma(x @ params["u"].T) @ params["v"] / params["v"].shape[0]
@@ -70,21 +85,44 @@ def mean_field_ntk(params, x, x2=None, *, activation: str = "relu", beta: float 
     r"""The empirical NTK ``J(x) J(x2)^T`` of :func:`mean_field_net`, in factorised form (module
     docstring): ``(G G2^T + (D diag(v^2) D2^T) * (x x2^T)) / M^2``, shape ``(N, N2)``.
     Equal to ``itlin_core.empirical_ntk(net.apply, params, x, x2)`` (tested) at ``O(N N2 M)``
-    cost; no Jacobian is formed."""
+    cost; no Jacobian is formed. With ``C`` outputs (``v`` of shape ``(M, C)``) it is the
+    ``(N C, N2 C)`` kernel of the module docstring, rows ordered example-major (row ``n C + c``),
+    which is the flattening :func:`itlin_core.gn_step` uses, at ``O(N N2 C^2 M)`` cost."""
     gamma, dgamma = activation_pair(activation, beta)
     x2 = x if x2 is None else x2
     u, v = params["u"], params["v"]
     m = v.shape[0]
     pre1, pre2 = x @ u.T, x2 @ u.T
     feat = gamma(pre1) @ gamma(pre2).T
-    grad = ((dgamma(pre1) * v ** 2) @ dgamma(pre2).T) * (x @ x2.T)
-    return (feat + grad) / m ** 2
+    if v.ndim == 1:
+        grad = ((dgamma(pre1) * v ** 2) @ dgamma(pre2).T) * (x @ x2.T)
+        return (feat + grad) / m ** 2
+    c = v.shape[1]
+    # rows (n, c) of D_ni v_ic, as an (N C, M) matrix
+    e1 = (dgamma(pre1)[:, None, :] * v.T[None]).reshape(-1, m)
+    e2 = (dgamma(pre2)[:, None, :] * v.T[None]).reshape(-1, m)
+    n1, n2 = x.shape[0], x2.shape[0]
+    grad = (e1 @ e2.T).reshape(n1, c, n2, c) * (x @ x2.T)[:, None, :, None]
+    out = grad + feat[:, None, :, None] * jnp.eye(c, dtype=feat.dtype)[None, :, None, :]
+    return out.reshape(n1 * c, n2 * c) / m ** 2
+
+
+def mean_field_loss(outputs, targets):
+    r"""The loss of Arbel et al. 2023, ``1/(2N) sum_n ||f(x_n) - y_n||^2``: half the squared
+    error summed over outputs and averaged over the ``N`` examples (for one output, half the
+    mean squared error). Scalar outputs ``(N,)`` or vector outputs ``(N, C)``; ``targets`` must
+    have the shape of ``outputs``."""
+    outputs, targets = jnp.asarray(outputs), jnp.asarray(targets)
+    if outputs.shape != targets.shape or outputs.ndim not in (1, 2):
+        raise ValueError(f"outputs and targets must have one shape, (N,) or (N, C); got {outputs.shape} "
+                         f"and {targets.shape}.")
+    return 0.5 * jnp.sum((outputs - targets) ** 2) / outputs.shape[0]
 
 
 def make_gn_step(net: Model, x, y, *, alpha: float = 1.0, floor: float = 1e-7, fast: bool = True,
                  activation: str = "relu", beta: float = 1.0, ntk_batch_size: int | None = None) -> Callable:
     r"""The damped GN update of Arbel et al. 2023 with its step size ``lr`` (eq. (4), ``H = I``, loss
-    ``1/(2N) sum (f - y)^2``, damping eq. (5) ``eps = max(floor, alpha * sigma_min(J J^T))``).
+    ``1/(2N) sum_n ||f(x_n) - y_n||^2``, damping eq. (5) ``eps = max(floor, alpha * sigma_min(J J^T))``).
 
     Returns ``step(params, lr) -> params``, which is
     ``itlin_core.gn_step(net.apply, params, x, y, lr=lr / N, damping=...)`` (the ``1 / N``
@@ -108,8 +146,9 @@ def make_gn_step(net: Model, x, y, *, alpha: float = 1.0, floor: float = 1e-7, f
 
 
 def make_gd_step(net: Model, x, y) -> Callable:
-    """Gradient descent on ``1/(2N) sum (f - y)^2`` with step size ``lr``: ``step(params, lr)``."""
-    grad = jax.grad(lambda p: 0.5 * jnp.mean((net.apply(p, x) - y) ** 2))
+    """Gradient descent on ``1/(2N) sum_n ||f(x_n) - y_n||^2`` (:func:`mean_field_loss`) with step
+    size ``lr``: ``step(params, lr)``."""
+    grad = jax.grad(lambda p: mean_field_loss(net.apply(p, x), y))
 
     def step(params, lr):
         return jax.tree.map(lambda p, g: p - lr * g, params, grad(params))
@@ -117,5 +156,5 @@ def make_gd_step(net: Model, x, y) -> Callable:
     return step
 
 
-__all__ = ["mean_field_net", "hidden_features", "mean_field_ntk",
+__all__ = ["mean_field_net", "hidden_features", "mean_field_ntk", "mean_field_loss",
            "make_gn_step", "make_gd_step"]

@@ -65,7 +65,8 @@ def weighted_cosine_distance(u, u_star):
 
 def min_norm_readout(features, y, rcond=None):
     r"""Minimum-norm least-squares last layer on fixed features (Arbel et al. 2023, eq. (8)):
-    ``v = Phi^T (Phi Phi^T)^+ y`` for features ``Phi`` ``(N, M)`` and targets ``y`` ``(N,)``.
+    ``v = Phi^T (Phi Phi^T)^+ y`` for features ``Phi`` ``(N, M)`` and targets ``y`` ``(N,)`` (or
+    ``(N, C)``: one read-out column per output).
 
     With ``M >= N`` and independent rows this interpolates, ``Phi v = y``, and among all
     interpolating ``v`` it has the smallest norm. Computed in kernel form (an ``N x N`` ``eigh``
@@ -83,9 +84,12 @@ def min_norm_readout(features, y, rcond=None):
 def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
     r"""Test-LRfit of Arbel et al. 2023 (§5.2): freeze the features, re-fit the last layer by the
     minimum-norm least squares of eq. (8) (:func:`min_norm_readout`) on the training set, and
-    return the test loss ``1/(2 N_test) sum (Phi_test v - y_test)^2`` (the paper's mean loss)."""
+    return the test loss ``1/(2 N_test) sum_n ||Phi_test v - y_test||_n^2`` (the paper's mean
+    loss; with targets ``(N, C)`` summed over the ``C`` outputs and averaged over examples, as
+    :func:`itlin_core.mean_field_loss`)."""
     v = min_norm_readout(features_train, y_train, rcond)
-    return 0.5 * jnp.mean((jnp.asarray(features_test) @ v - jnp.asarray(y_test)) ** 2)
+    err = jnp.asarray(features_test) @ v - jnp.asarray(y_test)
+    return 0.5 * jnp.sum(err ** 2) / err.shape[0]
 
 
 def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float = 1e-3,

@@ -116,7 +116,7 @@ SHARED_BOOK = {"common", "records", "plotting", "widgets", "exercises", "bench",
 
 
 # the chapters that build on another chapter's problem (ARCHITECTURE.md says which)
-BUILDS_ON = {("mean_field_scaling", "mean_field_gn"), ("refresh_rules", "digits_cnn"), ("refresh_rules", "xor_features"),
+BUILDS_ON = {("mean_field_scaling", "mean_field_gn"), ("mean_field_images", "mean_field_gn"), ("refresh_rules", "digits_cnn"), ("refresh_rules", "xor_features"),
              ("refresh_rules", "mean_field_gn")}
 
 

@@ -275,3 +275,92 @@ def test_width_sweep_takes_each_widths_best_step_size_and_rf():
         assert res["gn"]["lr"][j] == gn["lr"][np.nanargmin(gn["final_test_loss"])]
     with pytest.raises(ValueError, match="no widths"):
         ms.run_width(dataclasses.replace(cfg, widths=()))
+
+
+# ----------------------------------------------------------------- vector outputs (App. C.4)
+
+def _vector_net(act, beta, d=4, width=6, c=3, seed=0):
+    net = mf.mean_field_net(d, width, tau0=0.7, activation=act, beta=beta, outputs=c)
+    p = net.init(jax.random.PRNGKey(seed))
+    return net, {"u": p["u"], "v": jax.random.normal(jax.random.PRNGKey(seed + 1), (width, c))}
+
+
+@pytest.mark.parametrize("act,beta", ACTS)
+def test_vector_output_ntk_is_explicit_jacobian_product(act, beta):
+    """The (N C, N2 C) factorised kernel equals J(x) J(x2)^T from explicit Jacobians (rows
+    ordered example-major, as gn_step flattens the outputs)."""
+    net, p = _vector_net(act, beta)
+    x = jax.random.normal(jax.random.PRNGKey(3), (5, 4))
+    x2 = jax.random.normal(jax.random.PRNGKey(4), (2, 4))
+    j1 = np.asarray(ic.flat_jacobian(net.apply, p, x))
+    j2 = np.asarray(ic.flat_jacobian(net.apply, p, x2))
+    assert j1.shape == (15, 6 * 4 + 6 * 3)
+    np.testing.assert_allclose(mf.mean_field_ntk(p, x, activation=act, beta=beta), j1 @ j1.T, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(mf.mean_field_ntk(p, x, x2, activation=act, beta=beta), j1 @ j2.T,
+                               rtol=1e-10, atol=1e-13)
+
+
+def test_one_output_column_is_the_scalar_network():
+    """A network with C = 1 output is the scalar network: same outputs, and its kernel is the
+    scalar kernel."""
+    net1, p = _net_and_params("relu", 1.0)
+    netc = mf.mean_field_net(4, 7, 0.7, outputs=1)
+    pc = {"u": p["u"], "v": p["v"][:, None]}
+    x = jax.random.normal(jax.random.PRNGKey(9), (5, 4))
+    np.testing.assert_allclose(netc.apply(pc, x)[:, 0], net1.apply(p, x), rtol=1e-12)
+    np.testing.assert_allclose(mf.mean_field_ntk(pc, x), mf.mean_field_ntk(p, x), rtol=1e-12)
+    assert netc.init(jax.random.PRNGKey(0))["v"].shape == (7, 1)
+
+
+@pytest.mark.parametrize("lr", [0.3, 5.0])
+def test_vector_gn_step_is_dense_primal_step(lr):
+    """Paper 003's step with ten-dimensional targets in App. C.4, w - lr (J^T J + eps I)^-1 J^T
+    grad_f L with grad_f L = (F - Y)/N flattened, from the explicit Jacobian; fast and generic
+    kernel-form steps must both equal it."""
+    d, width, n, c = 3, 6, 4, 3                  # P = 36 > N C = 12
+    net, p = _vector_net("silu", 1.0, d, width, c)
+    x = jax.random.normal(jax.random.PRNGKey(5), (n, d))
+    y = jax.random.normal(jax.random.PRNGKey(6), (n, c))
+    flat, unravel = jax.flatten_util.ravel_pytree(p)
+    jac = np.asarray(ic.flat_jacobian(net.apply, p, x))
+    eps = max(1e-7, np.linalg.eigvalsh(jac @ jac.T)[0])
+    grad_f = (np.asarray(net.apply(p, x)) - np.asarray(y)).reshape(-1) / n
+    dense = unravel(jnp.asarray(np.asarray(flat) - lr * np.linalg.solve(jac.T @ jac + eps * np.eye(flat.size),
+                                                                         jac.T @ grad_f)))
+    for fast in (True, False):
+        got = mf.make_gn_step(net, x, y, activation="silu", fast=fast)(p, lr)
+        for k in ("u", "v"):
+            np.testing.assert_allclose(got[k], dense[k], rtol=1e-7, atol=1e-10)
+
+
+def test_vector_loss_gd_step_and_refit():
+    """The loss is 1/(2N) sum_n ||f_n - y_n||^2 (numpy loop), GD follows its gradient (finite
+    differences along a random direction), and Test-LRfit with C columns is the numpy lstsq
+    re-fit with the same convention."""
+    net, p = _vector_net("relu", 1.0)
+    x = jax.random.normal(jax.random.PRNGKey(7), (5, 4))
+    y = jax.random.normal(jax.random.PRNGKey(8), (5, 3))
+    f = np.asarray(net.apply(p, x))
+    want = sum(0.5 * np.sum((f[i] - np.asarray(y)[i]) ** 2) for i in range(5)) / 5
+    assert float(ic.mean_field_loss(f, y)) == pytest.approx(want, rel=1e-12)
+    loss = lambda q: float(ic.mean_field_loss(net.apply(q, x), y))
+    new = ic.make_gd_step(net, x, y)(p, 1e-3)
+    step = jax.tree.map(lambda a, b: (a - b) / 1e-3, p, new)          # the gradient
+    dirn = jax.tree.map(lambda a: jax.random.normal(jax.random.PRNGKey(1), a.shape), p)
+    h = 1e-6
+    fd = (loss(jax.tree.map(lambda a, b: a + h * b, p, dirn)) - loss(jax.tree.map(lambda a, b: a - h * b, p, dirn))) / (2 * h)
+    assert float(ic.tree_vdot(step, dirn)) == pytest.approx(fd, rel=1e-6)
+    rng = np.random.default_rng(0)
+    phi, phi_t, yt = rng.normal(size=(6, 9)), rng.normal(size=(4, 9)), rng.normal(size=(4, 3))
+    yy = rng.normal(size=(6, 3))
+    v = np.linalg.lstsq(phi, yy, rcond=None)[0]
+    want = 0.5 * np.sum((phi_t @ v - yt) ** 2) / 4
+    assert float(ic.refit_test_loss(phi, yy, phi_t, yt)) == pytest.approx(want, rel=1e-9)
+    with pytest.raises(ValueError, match="outputs and targets"):
+        ic.mean_field_loss(f, y[:, :2])
+
+
+@pytest.mark.parametrize("bad", [0, -2, 2.0, True, "10"])
+def test_bad_outputs_argument(bad):
+    with pytest.raises(ValueError, match="outputs must be None"):
+        mf.mean_field_net(4, 5, outputs=bad)

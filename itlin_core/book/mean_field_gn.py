@@ -116,21 +116,25 @@ def teacher_student_problem(cfg: TeacherStudentConfig, n_train: int | None = Non
 
 
 def teacher_student_metrics(params, data: dict, activation: str = "relu", beta: float = 1.0) -> dict:
-    """The metrics of Arbel et al. 2023 (§5.2) for one student: train and test loss (``1/(2N) sum
-    (f - y)^2``), the
+    """The metrics of Arbel et al. 2023 (§5.2) for one student: train and test loss
+    (:func:`itlin_core.mean_field_loss`), the
     test loss after re-fitting the last layer on the frozen hidden features by eq. (8)
-    (Test-LRfit), the weighted cosine distance to the teacher (eq. (9)) and the smallest
-    eigenvalue of the NTK matrix ``A_w = J J^T`` (Arbel et al. 2023, Fig. 4 right)."""
+    (Test-LRfit), the weighted cosine distance to the teacher (eq. (9); only when ``data``
+    holds the teacher's hidden weights ``u_star``) and the smallest eigenvalue of the NTK matrix
+    ``A_w = J J^T`` (Arbel et al. 2023, Fig. 4 right). Vector targets ``(N, C)`` work alike
+    (App. C.4)."""
     u, v = params["u"], params["v"]
     m = v.shape[0]
     phi = hidden_features(u, data["x_train"], activation, beta) / m
     phi_t = hidden_features(u, data["x_test"], activation, beta) / m
-    half_mse = lambda f, y: 0.5 * jnp.mean((f - y) ** 2)
     ntk = ic.mean_field_ntk(params, data["x_train"], activation=activation, beta=beta)
-    return {"train_loss": half_mse(phi @ v, data["y_train"]), "test_loss": half_mse(phi_t @ v, data["y_test"]),
-            "lrfit": ic.refit_test_loss(phi, data["y_train"], phi_t, data["y_test"]),
-            "wcd": ic.weighted_cosine_distance(u, data["u_star"]),
-            "sigma_min": jnp.linalg.eigvalsh(0.5 * (ntk + ntk.T))[0]}
+    out = {"train_loss": ic.mean_field_loss(phi @ v, data["y_train"]),
+           "test_loss": ic.mean_field_loss(phi_t @ v, data["y_test"]),
+           "lrfit": ic.refit_test_loss(phi, data["y_train"], phi_t, data["y_test"]),
+           "sigma_min": jnp.linalg.eigvalsh(0.5 * (ntk + ntk.T))[0]}
+    if "u_star" in data:
+        out["wcd"] = ic.weighted_cosine_distance(u, data["u_star"])
+    return out
 
 
 def eval_schedule(iterations: int, n_evals: int) -> np.ndarray:
@@ -138,6 +142,12 @@ def eval_schedule(iterations: int, n_evals: int) -> np.ndarray:
     roughly log-spaced (Arbel et al. 2023 plot Fig. 2 against log-iterations)."""
     pts = np.unique(np.round(np.logspace(0, np.log10(max(iterations, 1)), n_evals)).astype(int))
     return np.concatenate([[0], pts[pts <= iterations]])
+
+
+def _shape_of(data: dict):
+    """The input dimension of ``data`` and its number of outputs (``None`` for scalar targets)."""
+    y = np.shape(data["y_train"])
+    return int(np.shape(data["x_train"])[1]), (int(y[1]) if len(y) == 2 else None)
 
 
 def method_step(cfg: TeacherStudentConfig, method: str, net, x, y, activation: str, beta: float, fast: bool = True):
@@ -158,12 +168,14 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     its ``tau0`` (the paper uses one seed; so does this), unless ``seeds`` gives one seed per run:
     run ``g`` then has its own teacher, training and test data (drawn as
     :func:`teacher_student_problem` does with ``cfg.seed = seeds[g]``) and its own initial draw,
-    as in Arbel et al. 2023, App. C.1 (``data`` must then be ``None``). A student stops (its
+    as in Arbel et al. 2023, App. C.1 (``data`` must then be ``None``). A given ``data`` may
+    hold inputs of any dimension and vector targets ``(N, C)`` (a teacher's class
+    probabilities, App. C.4): the student then has ``C`` outputs. A student stops (its
     parameters freeze) once its training loss is below ``cfg.stop_loss`` or a step overflows
     (divergence).
 
     Returns a dict of numpy arrays: ``iters`` ``(E,)``; ``train_loss``, ``test_loss``,
-    ``lrfit``, ``wcd``, ``sigma_min`` of shape ``(E, G)``; ``stopped_at`` ``(G,)`` (the
+    ``lrfit``, ``wcd`` (when the data has a teacher's weights), ``sigma_min`` of shape ``(E, G)``; ``stopped_at`` ``(G,)`` (the
     iteration at which the stopping rule fired, or the budget); ``diverged`` ``(G,)`` (a step
     produced non-finite parameters: the run stops at its last finite iterate, and its
     ``final_*`` metrics are NaN); and ``final_*`` (the last row) for each metric.
@@ -177,11 +189,12 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
         raise ValueError("every tau0 and step size must be > 0.")
     act = activation or cfg.activation
     beta = cfg.beta if beta is None else beta
-    net = ic.mean_field_net(cfg.d, cfg.width, 1.0, act, beta)
+    d, outputs = (cfg.d, None) if data is None else _shape_of(data)
+    net = ic.mean_field_net(d, cfg.width, 1.0, act, beta, outputs)
 
     make_step = lambda x, y: method_step(cfg, method, net, x, y, act, beta, fast)
 
-    loss_of = lambda p, x, y: 0.5 * jnp.mean((net.apply(p, x) - y) ** 2)
+    loss_of = lambda p, x, y: ic.mean_field_loss(net.apply(p, x), y)
     budget = iterations or (cfg.gn_iterations if method == "gn" else cfg.gd_iterations)
     if seeds is None:     # one data set, one initial draw, closed over by the compiled program
         data = teacher_student_problem(cfg, activation=act, beta=beta) if data is None else data
@@ -204,7 +217,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
         vloss = jax.vmap(lambda p, xy: loss_of(p, *xy))
         u0 = jnp.stack([t * net.init(jax.random.key(s + 1))["u"] for t, s in zip(tau0s, seeds)])
         metrics = lambda ps, d: jax.lax.map(lambda pd: teacher_student_metrics(pd[0], pd[1], act, beta), (ps, d))
-    params = {"u": u0, "v": jnp.zeros((tau0s.size, cfg.width))}
+    params = {"u": u0, "v": jnp.zeros((tau0s.size,) + net.init(jax.random.key(0))["v"].shape)}
 
     finite = lambda p: jnp.all(jnp.isfinite(p["u"])) & jnp.all(jnp.isfinite(p["v"]))
 
@@ -263,6 +276,16 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     return out
 
 
+def hidden_learning_at(run: dict, j: int, rf_level: float):
+    """The chapter's test for hidden learning in run ``j`` of ``run`` (:func:`run_teacher_student`):
+    the first recorded iteration at which its Test-LRfit is below half ``rf_level`` (the
+    random-features test loss) while its test loss is still above 90% of its initial value;
+    ``None`` if there is none (its Test-LRfit never gets there, or only once the loss has moved)."""
+    below = np.flatnonzero(run["lrfit"][:, j] < 0.5 * rf_level)
+    ok = below.size > 0 and run["test_loss"][below[0], j] > 0.9 * run["test_loss"][0, j]
+    return int(run["iters"][below[0]]) if ok else None
+
+
 def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | None = None,
                              activation: str | None = None, beta: float | None = None) -> dict:
     """The RF baseline of Arbel et al. 2023 (eq. (8)): the minimum-norm least-squares last layer on the hidden
@@ -270,7 +293,7 @@ def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | N
     act = activation or cfg.activation
     beta = cfg.beta if beta is None else beta
     data = teacher_student_problem(cfg, activation=act, beta=beta) if data is None else data
-    u = ic.mean_field_net(cfg.d, cfg.width, 1.0, act, beta).init(jax.random.key(cfg.seed + 1))["u"]
+    u = ic.mean_field_net(_shape_of(data)[0], cfg.width, 1.0, act, beta).init(jax.random.key(cfg.seed + 1))["u"]
     feats = lambda t, x: hidden_features(t * u, x, act, beta) / cfg.width
     res = [float(ic.refit_test_loss(feats(t, data["x_train"]), data["y_train"], feats(t, data["x_test"]), data["y_test"]))
            for t in np.asarray(tau0s, float)]
@@ -327,7 +350,7 @@ def track_rates(cfg: TeacherStudentConfig, method: str, lr: float, tau0s, steps:
         ntk = ic.mean_field_ntk(p, x, activation=cfg.activation, beta=cfg.beta)
         ev = jnp.linalg.eigvalsh(0.5 * (ntk + ntk.T))
         eps = jnp.maximum(cfg.floor, cfg.alpha * ev[0]) if method == "gn" else 0.0
-        loss = 0.5 * jnp.mean((net.apply(p, x) - y) ** 2)
+        loss = ic.mean_field_loss(net.apply(p, x), y)
         return step(p, lr), (loss, ev[0], ev[-1], eps)
 
     # one compiled program per method, called once per tau0 (a vmapped float64 eigh hung XLA:CPU,
@@ -373,4 +396,4 @@ def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: 
 
 __all__ = ["TeacherStudentConfig", "TEACHER_STUDENT", "teacher_student_config", "teacher_student_problem",
            "teacher_student_metrics", "eval_schedule", "method_step", "run_teacher_student", "random_features_baseline",
-           "seed_interval", "rate_band", "track_rates", "step_seconds"]
+           "hidden_learning_at", "seed_interval", "rate_band", "track_rates", "step_seconds"]
