@@ -14,7 +14,8 @@ two notebooks each run XLA's thread pool on every core and slow each other down 
 
 The notebooks start longest first (the times measured by the previous run, kept in
 ``execution-seconds.json`` beside the cache, or else the order of ``SLOWEST_FIRST``), so that the
-longest notebook does not start last.
+longest notebook does not start last; a notebook the previous run did not time starts before
+the timed ones, since it may be long.
 
 ``cache_executed`` stores a notebook executed elsewhere; the test suite uses it to hand the
 notebooks nbval has just executed to the smoke book build (``conftest.py``), so that ``make
@@ -131,12 +132,12 @@ def _init_worker(shares):
 
 
 def _start_order(paths, times):
+    """Longest first: a notebook with no measured time (new, or never run here) may be long, so
+    those start first (in the order of ``SLOWEST_FIRST``), then the measured ones by time."""
     def key(p):
-        if p.stem in times:
-            return (0, -times[p.stem])
-        if p.stem in SLOWEST_FIRST:
-            return (1, SLOWEST_FIRST.index(p.stem))
-        return (2, 0)
+        if p.stem not in times:
+            return (0, SLOWEST_FIRST.index(p.stem) if p.stem in SLOWEST_FIRST else len(SLOWEST_FIRST))
+        return (1, -times[p.stem])
     return sorted(paths, key=key)
 
 

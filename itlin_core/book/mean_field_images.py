@@ -76,7 +76,7 @@ class ImageTeacherConfig:
 
 IMAGE_TEACHER = {
     "smoke": ImageTeacherConfig("digits", n_train=20, n_test=300, width=200, gn_iterations=600,
-                                gd_iterations=3000, gn_lrs=(0.01, 0.1, 1.0, 10.0), gd_lrs=(1.0, 10.0, 100.0),
+                                gd_iterations=3000, gn_lrs=(0.01, 0.1, 1.0, 20.0), gd_lrs=(1.0, 10.0, 100.0),
                                 teacher_steps=500, n_evals=10),
     "book": ImageTeacherConfig("digits", n_train=40, n_test=500, width=500, gn_iterations=1500,
                                gd_iterations=20000, gn_lrs=(0.01, 0.1, 1.0, 10.0, 40.0),
