@@ -16,6 +16,19 @@ import pathlib
 import pytest
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker (and the notebook kernels and processes it starts) keeps to
+    its own share of the CPU cores, as the book build's workers do
+    (``itlin_core.book.execution.core_share``): unpinned, two workers each running XLA's thread
+    pool on every core slow each other down far beyond sharing (measured on 2 cores: the image
+    teacher's step-size sweep at `smoke` took 13 s alone, 130 s beside a copy of itself, and 13 s
+    with the two copies on one core each)."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and count.isdigit():
+        from itlin_core.book import execution
+        execution.pin_to(execution.core_share(int(worker[2:]), int(count)))
+
+
 _cells = {}     # notebook path -> {cell index: outputs or None (failed/skipped)}
 _seconds = {}   # notebook path -> seconds spent in its cells
 

@@ -137,7 +137,7 @@ def on_drift(tol, *, max_period=None) -> RelinRule:
     0.10000000149011612
     """
     tol = _real("tol (the drift threshold of on_drift)", tol, low=0.0, allow_inf=True)
-    if not is_traced(tol) and tol > np.finfo(np.float32).max:
+    if not is_traced(tol) and tol > float(np.finfo(np.float32).max):   # a Python float: no float32 cast
         tol = math.inf          # no drift reaches it: beyond float32, say so exactly
     return _rule(check_period(max_period), 1.0, tol)
 

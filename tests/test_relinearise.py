@@ -180,7 +180,7 @@ def test_bad_rules_raise_a_sentence_that_names_the_argument(call, phrase):
 def test_any_tolerance_is_accepted_or_refused_with_a_value_error(tol):
     ok = isinstance(tol, (int, float)) and not isinstance(tol, bool) and not math.isnan(tol) and tol >= 0
     if ok:
-        expected = math.inf if tol > np.finfo(np.float32).max else float(np.float32(tol))
+        expected = math.inf if tol > float(np.finfo(np.float32).max) else float(np.float32(tol))
         assert float(ic.on_drift(tol).tol) == pytest.approx(expected)
     else:
         with pytest.raises(ValueError, match="tol"):
