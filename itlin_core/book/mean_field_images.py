@@ -218,7 +218,7 @@ def image_claims(res: dict) -> tuple:
     at = hidden_learning_at(gn, small, rf)
     best = float(np.min(gn["lrfit"][:, small]))
     hidden = f"step {gn['lr'][small]:g}: " + (
-        f"Test-LRfit below half RF's {rf:.3g} from iteration {at:,}, the test loss within 10% of its start"
+        f"Test-LRfit below half RF's {rf:.3g} from iteration {at:,}, the test loss above 0.9 of its start"
         if at is not None else f"Test-LRfit below half RF's {rf:.3g} only once the test loss had moved"
         if best < 0.5 * rf else f"Test-LRfit never below half RF's {rf:.3g} (lowest {best:.3g})")
     order = np.argsort(gn["lr"])
@@ -244,5 +244,5 @@ def image_claims(res: dict) -> tuple:
     return claims_markdown(rows), rows
 
 
-__all__ = ["LOSS_FACTOR", "failed", "image_claims", "SOURCES", "ImageTeacherConfig", "IMAGE_TEACHER", "image_teacher_config", "balanced_indices",
-           "train_teacher", "image_teacher_problem", "run_image_teacher"]
+__all__ = ["SOURCES", "ImageTeacherConfig", "IMAGE_TEACHER", "image_teacher_config", "balanced_indices",
+           "train_teacher", "image_teacher_problem", "run_image_teacher", "LOSS_FACTOR", "failed", "image_claims"]
