@@ -43,12 +43,15 @@ def test_records_the_groups_with_the_data_note_and_merges_later_groups(folders):
         assert not rec["stand_in"]
         image_records.check_record(name, rec, smoke=True)
     assert "files written by the test" in image_chapters.provenance(both)
+    for rec in both["data"].values():     # the costs measured: compiling happened, the CPU keeps no allocator peak
+        assert rec["compile_seconds"] > 0 and rec["peak_device_bytes"] is None
     # run again: every group resumes from its finished checkpoint and gives the same record
     record.record_chapter("cifar_few_updates", "laptop", folders["data"], **kw)
     again = records.load_results("cifar_few_updates", ("laptop",), results_dir=folders["results"])
     for name in both["data"]:
         a, b = dict(both["data"][name]), dict(again["data"][name])
-        a.pop("seconds"), b.pop("seconds"), a.pop("steps_per_second"), b.pop("steps_per_second")
+        for cost in ("seconds", "steps_per_second", "compile_seconds", "peak_device_bytes"):   # measured, not computed
+            a.pop(cost), b.pop(cost)
         assert image_records.records_equal(a, b), name
 
 
@@ -83,3 +86,35 @@ def test_chapters_without_laptop_groups_say_so(monkeypatch):
     with pytest.raises(ValueError, match="no laptop-scale run groups"):
         image_chapters.run_groups("cifar_damping", "laptop")
     assert image_chapters.run_groups("cifar_damping", "colab")
+
+
+def test_measured_costs_count_compiling_once_and_no_cached_call():
+    """The compile time a record keeps is JAX's own (jax.monitoring): a new program costs some, the
+    same program called again costs none; the CPU keeps no allocator peak (None)."""
+    import jax
+    import jax.numpy as jnp
+
+    from itlin_core.book import image_chapters
+
+    f = jax.jit(lambda x: jnp.tanh(x) @ x.T + 1.2345)
+    x = jnp.ones((8, 8))
+    with image_chapters.measured_costs() as first:
+        f(x).block_until_ready()
+    with image_chapters.measured_costs() as again:
+        f(x).block_until_ready()
+    assert first["compile_seconds"] > 0 and again["compile_seconds"] == 0
+    assert first["peak_device_bytes"] is None and image_chapters.peak_device_bytes() is None
+    rec = {"eval_step": [0, 100, 200], "seconds": 12.0, "compile_seconds": 2.0, "steps_per_second": 200 / 12,
+           "peak_device_bytes": 3 * 2**30}
+    assert image_chapters.cost_line(rec) == "12 s (20.0 steps/s after 2.0 s of compiling), peak device memory 3.00 GiB"
+    old = {"eval_step": [0, 100, 200], "seconds": 10.0, "steps_per_second": 20.0}    # a record before costs were kept
+    assert image_chapters.cost_line(old) == "10 s (20.0 steps/s)"
+
+
+def test_computed_on_names_the_platform_of_the_record_shown(monkeypatch, tmp_path):
+    from itlin_core.book import image_chapters, records
+
+    assert image_chapters.computed_on("cifar_damping", "smoke") == "cpu"    # trained here, now
+    record = records.load_results("cifar_damping", image_chapters.RECORDED_PRESETS)
+    if record is not None:
+        assert image_chapters.computed_on("cifar_damping", "book") == record["device"]["platform"]

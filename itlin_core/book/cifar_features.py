@@ -10,7 +10,7 @@ import numpy as np
 
 from . import plotting
 from .image_chapters import CIFAR_PAPER_LR, COLAB_C, LAPTOP, LAPTOP_LR, SMOKE, group, scaled
-from .claims import judge, pct, tolerance
+from .claims import divergences, judge, pct, tolerance
 from .image_records import best_accuracy
 
 #: Goldwaser and Ge's Fig. 6 maps a filter change in [-0.5, 0.5] to [0, 1].
@@ -178,7 +178,7 @@ def figure_6_norms(results, source):
     F = np.asarray(rec["filters"], dtype=np.float64)
     steps = np.asarray(rec["eval_step"])
     n_runs = F.shape[1]
-    norms = np.sqrt(np.nansum(F.reshape(len(steps), n_runs, -1) ** 2, axis=-1))
+    norms = _filter_norms(rec)
     colours = plotting.run_colours(rec)
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for k, label in enumerate(rec["labels"]):
@@ -190,10 +190,6 @@ def figure_6_norms(results, source):
     plt.show()
 
 
-#: What the verdict table says when a claim does not reproduce at the scale shown.
-CLAIMS_REASON = ("The likely reasons are the differences in the scale table: far fewer steps (not every run fitted "
-                 "its training subset, Fig. 4's right panel), a narrower network, fewer probe images and one "
-                 "learning rate for every K.")
 #: Fig. 6's claim counts as reproduced when the large-K run's filters moved at most this fraction
 #: of the K = 1 run's distance by the end of training (fixed before any record was read).
 FILTER_RATIO = 0.9
@@ -208,9 +204,10 @@ def _fig4_table(results):
 
 
 def _filter_norms(rec):
-    """The norm of the recorded filters' change from initialisation, ``(evaluations, runs)``."""
+    """The norm of the recorded filters' change from initialisation, ``(evaluations, runs)``: NaN
+    once a run's filters are (a run that diverged), never a silent zero."""
     F = np.asarray(rec["filters"], dtype=np.float64)
-    return np.sqrt(np.nansum(F.reshape(F.shape[0], F.shape[1], -1) ** 2, axis=-1))
+    return np.sqrt(np.sum(F.reshape(F.shape[0], F.shape[1], -1) ** 2, axis=-1))
 
 
 def claims(results) -> list:
@@ -248,11 +245,17 @@ def claims(results) -> list:
         i1, tol = Ks.index(1), tolerance(rec)
         gain = best[-1] - best[0]
         others = [(k, i) for i, k in enumerate(Ks) if isinstance(k, int) and k != 1]
+        gone = [f"n={n:,}: {d}" for n, r in size_groups(res, "fig4_n").items()
+                for d in divergences(r, [i1] + [i for _, i in others])]
+        if gone:
+            return f"diverged: {'; '.join(gone)}, so no gain from data is measured for these runs", False
         return ("gains: " + ", ".join(f"K={k:,} {100 * gain[i]:+.1f}" for k, i in [(1, i1), *others])
                 + f" points (equal within {100 * 2 * tol:.1f})",
                 bool(others) and all(abs(gain[i] - gain[i1]) <= 2 * tol for _, i in others))
 
     def probes_rise(rec, _):
+        if divergences(rec):
+            return f"diverged: {', '.join(divergences(rec))}, so its probes have no final value", False
         tol, parts, ok = tolerance(rec), [], True
         for layer in (1, 2):
             a = np.asarray(rec["metrics"][f"probe{layer}_test_accuracy"])
@@ -265,6 +268,8 @@ def claims(results) -> list:
         Ks, tol = rec["Ks"], tolerance(rec)
         i1 = Ks.index(1)
         big = max((i for i, k in enumerate(Ks) if isinstance(k, int) and k != 1), key=lambda i: Ks[i])
+        if divergences(rec, [i1, big]):
+            return f"diverged: {', '.join(divergences(rec, [i1, big]))}, so the final probes cannot be compared", False
         parts, ok = [], True
         for layer in (1, 2):
             a = np.asarray(rec["metrics"][f"probe{layer}_test_accuracy"])[-1]
@@ -276,6 +281,9 @@ def claims(results) -> list:
         Ks = rec["Ks"]
         i1 = Ks.index(1)
         big = max((i for i, k in enumerate(Ks) if isinstance(k, int) and k != 1), key=lambda i: Ks[i])
+        if divergences(rec, [i1, big]):
+            return (f"diverged: {', '.join(divergences(rec, [i1, big]))}, so the final filter changes cannot be "
+                    "compared", False)
         norms, steps = _filter_norms(rec), np.asarray(rec["eval_step"])
         ratio = norms[-1, big] / norms[-1, i1]
         reached = np.flatnonzero(norms[:, i1] >= norms[-1, big])
@@ -298,4 +306,4 @@ def claims(results) -> list:
          "change ends smaller); K=5e6 ends where K=1 was at about a fifth of training", "fig5_6", filters)])
 
 
-__all__ = ["PAPER_RANGE", "HAS_LAPTOP", "LAPTOP_SIZES", "CLAIMS_REASON", "FILTER_RATIO", "claims", "runs", "size_groups", "figure_4", "figure_5", "figure_6", "figure_6_norms"]
+__all__ = ["PAPER_RANGE", "HAS_LAPTOP", "LAPTOP_SIZES", "FILTER_RATIO", "claims", "runs", "size_groups", "figure_4", "figure_5", "figure_6", "figure_6_norms"]

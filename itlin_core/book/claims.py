@@ -35,13 +35,22 @@ def largest_finite_k(rec) -> int:
     return max((i for i, k in enumerate(rec["Ks"]) if isinstance(k, int)), key=lambda i: rec["Ks"][i])
 
 
+def divergences(rec, runs=None) -> list:
+    """``"K=5,000 at step 30,001"`` for each run of ``rec`` (the indices ``runs``, default all)
+    that diverged (:func:`itlin_core.book.image_records.summarise`'s ``diverged_at``)."""
+    runs = range(len(rec["labels"])) if runs is None else runs
+    return [f"{rec['labels'][i]} at step {rec['diverged_at'][i]:,}" for i in runs if rec["diverged_at"][i] is not None]
+
+
 def judge(results, specs: Sequence[tuple]) -> list:
     """The verdict table of ``results`` (``{group: record}``, or ``None``): for each
     ``(claim, paper, group, judge_fn)`` of ``specs`` a row ``{"claim", "paper", "shows",
     "verdict"}``. ``judge_fn(record, results) -> (shows, ok)`` is called with the record of
     ``group`` (the row is ``"not recorded"`` when there is none) and all results, for claims
     that compare groups; ``ok`` ``None`` means the record cannot decide (verdict ``"not
-    recorded"``, with ``shows`` saying why)."""
+    recorded"``, with ``shows`` saying why). A judge that relies on a run that diverged says so
+    in ``shows``; where it does not, and a run of ``group`` diverged, the row says which, so that
+    no verdict hides a divergence."""
     results = results or {}
     rows = []
     for claim, paper, group, judge_fn in specs:
@@ -50,6 +59,9 @@ def judge(results, specs: Sequence[tuple]) -> list:
             rows.append({"claim": claim, "paper": paper, "shows": "-", "verdict": "not recorded"})
             continue
         shows, ok = judge_fn(rec, results)
+        gone = divergences(rec)
+        if gone and "diverged" not in shows:
+            shows += f" (diverged: {', '.join(gone)}; a diverged run's numbers come from before it diverged)"
         verdict = "not recorded" if ok is None else "yes" if ok else "no"
         rows.append({"claim": claim, "paper": paper, "shows": shows, "verdict": verdict})
     return rows
@@ -74,9 +86,12 @@ def claims_sentence(rows, results, reason: str) -> str:
         return (f"These are tiny runs on stand-in images: the {len(judged)} verdicts above test the code and say "
                 "nothing about the paper.")
     if failed:
+        gone = sorted({f"{name}: {d}" for name, rec in (results or {}).items() for d in divergences(rec)})
+        why = (f"{len(gone)} run{'s' if len(gone) > 1 else ''} of this record diverged ({'; '.join(gone)}), and a "
+               "claim that rests on a diverged run is not reproduced. " if gone else "")
         return (f"Of the {len(judged)} claims judged, {len(judged) - len(failed)} reproduce at this scale and "
-                f"{len(failed)} {'does' if len(failed) == 1 else 'do'} not: {'; '.join(failed)}. {reason}")
+                f"{len(failed)} {'does' if len(failed) == 1 else 'do'} not: {'; '.join(failed)}. {why}{reason}")
     return f"All {len(judged)} claims judged reproduce at this scale."
 
 
-__all__ = ["VERDICTS", "tolerance", "pct", "largest_finite_k", "judge", "claims_markdown", "claims_sentence"]
+__all__ = ["divergences", "VERDICTS", "tolerance", "pct", "largest_finite_k", "judge", "claims_markdown", "claims_sentence"]

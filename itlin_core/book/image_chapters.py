@@ -15,11 +15,14 @@ tiny models and in-format stand-in data.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import tempfile
 from pathlib import Path
 from typing import Sequence
+
+import jax
 
 from .common import get_preset
 from .image_records import format_setting, records_equal, summarise
@@ -118,6 +121,33 @@ def scale_table_markdown(chapter: str, preset: str = "colab") -> str:
     return "\n".join(lines)
 
 
+#: How :func:`scale_reason` words a setting that differs from the paper's, in this order:
+#: ``field -> (test(value here, paper's value), words)``; ``None`` is the paper's default.
+_REASONS = {
+    "steps": (lambda a, b: a < b, "far fewer steps"),
+    "width": (lambda a, b: a is not None and (b is None or a < b), "narrower networks"),
+    "n_train": (lambda a, b: a is not None and (b is None or a < b), "training subsets"),
+    "batch_size": (lambda a, b: a is not None and b is not None and a < b, "smaller minibatches"),
+    "lr": (lambda a, b: a > b, "larger learning rates"),
+    "Ks": (lambda a, b: max([k for k in a if isinstance(k, int)], default=0)
+           < max([k for k in b if isinstance(k, int)], default=0), "shorter linearisations (smaller K)"),
+    "probe_train": (lambda a, b: a < b, "fewer probe images"),
+    "n_eval": (lambda a, b: a is not None and (b is None or a < b), "fewer evaluated images"),
+}
+
+
+def scale_reason(chapter: str, preset: str) -> str:
+    """The sentence a chapter's verdict table ends with when a claim does not reproduce at
+    ``preset``: the settings that differ from the paper's (:func:`scale_table`), in words."""
+    rows = scale_table(chapter, preset)
+    found = [words for field, (test, words) in _REASONS.items()
+             if any(f == field and test(a, b) for _, f, a, b in rows)]
+    if not found:
+        return "The settings shown are the paper's."
+    listed = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
+    return f"The likely reasons are the settings that differ from the paper's (the scale table): {listed}."
+
+
 def follows_rule(colab: ImageRunConfig, paper: ImageRunConfig) -> bool:
     """Whether ``colab`` is ``paper`` with lr x f, K / f and steps / f for one factor f (K = 1 and
     K = inf kept): the rescaling of Goldwaser and Ge's Fig. 11 that keeps lr * K and lr * steps."""
@@ -188,10 +218,62 @@ def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = 
             data[cfg.dataset] = image_data(cfg.dataset, preset, data_dir=data_dir, verify=verify)
         tag = "-stand-in" if data[cfg.dataset].get("stand_in") else ""  # never resumed as a real-data run
         ck = None if checkpoint_dir is None else Path(checkpoint_dir) / f"{chapter}-{name}-{preset}{tag}.npz"
-        hist = run_images(cfg, data[cfg.dataset], checkpoint_path=ck, progress=progress,
-                          desc=f"{chapter}/{name}: {len(cfg.runs)} run(s)", mesh=mesh)
-        out[name] = summarise(hist)
+        with measured_costs() as costs:
+            hist = run_images(cfg, data[cfg.dataset], checkpoint_path=ck, progress=progress,
+                              desc=f"{chapter}/{name}: {len(cfg.runs)} run(s)", mesh=mesh)
+        out[name] = {**summarise(hist), **costs}
     return out
+
+
+#: The compile-time events of :mod:`jax.monitoring` that :func:`measured_costs` adds up: tracing
+#: to a jaxpr, lowering it to MLIR and XLA's own compilation.
+COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                  "/jax/core/compile/backend_compile_duration")
+
+
+def peak_device_bytes() -> int | None:
+    """The largest ``peak_bytes_in_use`` of the local devices' allocators since the process
+    started, or ``None`` where the backend keeps no statistics (the CPU). It cannot be reset, so
+    it is one run group's own peak only when the group is the first thing the process runs (the
+    record command run with one group per ``--names``)."""
+    stats = [d.memory_stats() for d in jax.local_devices()]
+    peaks = [int(s["peak_bytes_in_use"]) for s in stats if s and "peak_bytes_in_use" in s]
+    return max(peaks) if peaks else None
+
+
+@contextlib.contextmanager
+def measured_costs():
+    """Measure a block of JAX work: yields a dict that, when the block ends, holds
+    ``compile_seconds`` (the time JAX spent tracing, lowering and compiling in the block, summed
+    from :mod:`jax.monitoring`'s events :data:`COMPILE_EVENTS`; compilations found in a cache cost
+    nothing) and ``peak_device_bytes`` (:func:`peak_device_bytes`)."""
+    costs, total = {}, [0.0]
+
+    def listen(event, duration, **_):
+        if event in COMPILE_EVENTS:
+            total[0] += float(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        yield costs
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+        costs.update(compile_seconds=total[0], peak_device_bytes=peak_device_bytes())
+
+
+def cost_line(rec: dict) -> str:
+    """One run group's costs as a short phrase: wall time, steps per second without the compile
+    time, compile time and peak device memory (the last two only in records that measured them)."""
+    steps = int(rec["eval_step"][-1]) if len(rec["eval_step"]) else 0
+    seconds, compile_s = float(rec["seconds"]), rec.get("compile_seconds")
+    text = f"{seconds:.0f} s"
+    if compile_s is not None and seconds > compile_s and steps:
+        text += f" ({steps / (seconds - compile_s):.1f} steps/s after {compile_s:.1f} s of compiling)"
+    elif rec.get("steps_per_second"):
+        text += f" ({rec['steps_per_second']:.1f} steps/s)"
+    if rec.get("peak_device_bytes") is not None:
+        text += f", peak device memory {rec['peak_device_bytes'] / 2**30:.2f} GiB"
+    return text
 
 
 def provenance(record_or_results, preset: str | None = None) -> str:
@@ -226,6 +308,19 @@ def chapter_results(chapter: str, preset: str | None = None):
     return results, provenance(results, preset)
 
 
+def computed_on(chapter: str, preset: str | None = None) -> str:
+    """The JAX platform (``"cpu"``, ``"gpu"``, ...) that computed the results a chapter shows at
+    ``preset``: at ``book`` the recorded run's device, otherwise the one training now. Check cells
+    pass ``exact=computed_on(...) == "cpu"`` to
+    :func:`~itlin_core.book.image_records.check_record`."""
+    preset = get_preset(preset)
+    if preset == "book":
+        record = load_results(chapter, RECORDED_PRESETS)
+        if record is not None:
+            return str(record.get("device", {}).get("platform", "cpu"))
+    return jax.default_backend()
+
+
 def results_summary(chapter: str, results, source) -> str:
     """What a chapter prints about its curves: their source and each group's size and cost, or
     how to produce a record when there is none."""
@@ -237,11 +332,9 @@ def results_summary(chapter: str, results, source) -> str:
                 "the book then plots it.")
     lines = [f"source: {source}"]
     for name, rec in results.items():
-        sps = rec["steps_per_second"]
         diverged = "" if all(d is None for d in rec["diverged_at"]) else f"; diverged at {rec['diverged_at']}"
         lines.append(f"{name:16s} {len(rec['labels'])} run(s), {rec['n_params']:,} parameters, "
-                     f"{rec['n_train']:,} training images, {rec['n_eval']:,} evaluated; {rec['seconds']:.0f} s"
-                     + (f" ({sps:.1f} steps/s)" if sps else "") + diverged)
+                     f"{rec['n_train']:,} training images, {rec['n_eval']:,} evaluated; {cost_line(rec)}" + diverged)
     return "\n".join(lines)
 
 
@@ -270,5 +363,5 @@ def survives_round_trip(chapter: str, results) -> bool:
 
 
 __all__ = ["CHAPTERS", "RECORDED_PRESETS", "shown_preset", "SMOKE", "CIFAR_PAPER_LR", "COLAB_C", "LAPTOP", "LAPTOP_LR", "FULL_BATCH_CHUNK", "scaled", "group", "run_groups",
-           "scale_table", "scale_table_markdown", "follows_rule", "rule_table", "run_chapter", "provenance",
-           "chapter_results", "results_summary", "recorded_sentence", "survives_round_trip"]
+           "scale_table", "scale_table_markdown", "scale_reason", "follows_rule", "rule_table", "run_chapter", "provenance",
+           "chapter_results", "computed_on", "results_summary", "COMPILE_EVENTS", "peak_device_bytes", "measured_costs", "cost_line", "recorded_sentence", "survives_round_trip"]

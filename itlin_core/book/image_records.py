@@ -129,7 +129,34 @@ def records_equal(a, b) -> bool:
     return a == b
 
 
-def check_record(name: str, rec: dict, smoke: bool = False) -> None:
+#: On a GPU, how far the proxy at its anchor may be from the network (:func:`check_record` with
+#: ``exact=False``): losses within this relative tolerance (or :data:`ANCHOR_ATOL`), accuracies
+#: within :data:`ANCHOR_FLIPS` of the evaluated images. Loose enough for float rounding (the
+#: committed GPU records pass, ``tests/test_book_records.py``), far too tight for an anchor that
+#: failed to move (which the same tests check is caught).
+ANCHOR_RTOL = 1e-3
+#: The absolute tolerance on the losses at an anchor on a GPU (training losses near 1e-9 make a
+#: relative one meaningless).
+ANCHOR_ATOL = 1e-6
+#: The share of evaluated images whose predicted class may flip at an anchor on a GPU.
+ANCHOR_FLIPS = 0.005
+
+
+def _same_at_anchor(a, b, exact: bool, accuracy: bool) -> bool:
+    """Whether evaluations of the network and of its proxy at anchors agree: bit for bit with
+    ``exact``, else up to the float rounding of :data:`ANCHOR_RTOL` and friends."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if exact:
+        return np.array_equal(a, b, equal_nan=True)
+    if not np.array_equal(np.isnan(a), np.isnan(b)):
+        return False
+    ok = ~np.isnan(a)
+    if accuracy:
+        return bool(np.all(np.abs(a[ok] - b[ok]) <= ANCHOR_FLIPS + 1e-9))
+    return bool(np.allclose(a[ok], b[ok], rtol=ANCHOR_RTOL, atol=ANCHOR_ATOL))
+
+
+def check_record(name: str, rec: dict, smoke: bool = False, exact: bool = True) -> None:
     """Assert the mechanics that hold for every run group, whatever the data and the scale (the
     chapters' check cells): all runs start from the same initialisation; at an evaluation step
     that is a multiple of K the proxy is the network (test and train accuracy, test loss);
@@ -137,7 +164,14 @@ def check_record(name: str, rec: dict, smoke: bool = False) -> None:
     geometric rule's proxy is the network at its scheduled relinearisations and its count is the
     schedule's, a drift rule's count never decreases;
     evaluations after a divergence are NaN; K = 1 lowers its training loss unless it diverged;
-    with ``smoke``, no run diverged."""
+    with ``smoke``, no run diverged.
+
+    ``exact``: whether the proxy at an anchor must be the network bit for bit, as on the CPU,
+    where the proxy's Jacobian-vector product and the network's forward pass run the same
+    kernels. On a GPU the two may run different kernels (and JAX's default precision gives float32
+    matrix products TF32 inputs on Ampere and later GPUs), so records computed there are checked
+    with ``exact=False``: equal up to float rounding (:data:`ANCHOR_RTOL`, :data:`ANCHOR_FLIPS`).
+    :func:`itlin_core.book.image_chapters.computed_on` says where a chapter's results came from."""
     steps, m = np.asarray(rec["eval_step"]), rec["metrics"]
     if steps[0] == 0:   # every run of a group starts from the same initialisation
         for key, a in m.items():
@@ -152,8 +186,8 @@ def check_record(name: str, rec: dict, smoke: bool = False) -> None:
             # a schedule: at its relinearisation steps the proxy is the network
             at = np.isin(steps, ic.relin_steps(parse_rule(K), int(steps.max(initial=0)) + 1))
             for split in ("test", "train"):
-                assert np.array_equal(m[f"{split}_accuracy_network"][at, i], m[f"{split}_accuracy_proxy"][at, i],
-                                      equal_nan=True), (name, K, split)
+                assert _same_at_anchor(m[f"{split}_accuracy_network"][at, i], m[f"{split}_accuracy_proxy"][at, i],
+                                       exact, True), (name, K, split)
             assert np.array_equal(upd, feature_updates([K], steps)[:, 0]), (name, K)
             continue
         if K is None:
@@ -165,10 +199,11 @@ def check_record(name: str, rec: dict, smoke: bool = False) -> None:
             # at a multiple of K the anchor has just moved to the current parameters: proxy == network
             at = steps % K == 0
             for split in ("test", "train"):
-                assert np.array_equal(m[f"{split}_accuracy_network"][at, i], m[f"{split}_accuracy_proxy"][at, i],
-                                      equal_nan=True), (name, K, split)
-            assert np.allclose(m["test_loss_network"][at, i], m["test_loss_proxy"][at, i], rtol=1e-5,
-                               equal_nan=True), (name, K)
+                assert _same_at_anchor(m[f"{split}_accuracy_network"][at, i], m[f"{split}_accuracy_proxy"][at, i],
+                                       exact, True), (name, K, split)
+            assert (np.allclose(m["test_loss_network"][at, i], m["test_loss_proxy"][at, i], rtol=1e-5, equal_nan=True)
+                    if exact else _same_at_anchor(m["test_loss_network"][at, i], m["test_loss_proxy"][at, i],
+                                                  False, False)), (name, K)
             expected = np.maximum(1, -(-steps // K))      # ceil(step / K), the first linearisation counted
         assert np.array_equal(np.asarray(rec["feature_updates"])[:, i], expected), (name, K)
         d = rec["diverged_at"][i]
@@ -181,4 +216,5 @@ def check_record(name: str, rec: dict, smoke: bool = False) -> None:
         assert all(d is None for d in rec["diverged_at"]), (name, rec["diverged_at"])
 
 
-__all__ = ["summarise", "best_accuracy", "accuracy_noise_points", "describe", "format_setting", "records_equal", "check_record"]
+__all__ = ["summarise", "best_accuracy", "accuracy_noise_points", "describe", "format_setting", "records_equal", "check_record",
+           "ANCHOR_RTOL", "ANCHOR_ATOL", "ANCHOR_FLIPS"]

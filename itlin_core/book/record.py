@@ -22,6 +22,11 @@ same command on each with ``--coordinator HOST:PORT --num-processes N --process-
 Slurm): the mesh then spans every host, each host reads the data from its own ``--data`` folder,
 and process 0 alone writes the checkpoints (which every host must see, on a shared file system)
 and the record.
+
+Each group's record keeps its costs: wall time, compile time and the device allocator's peak
+(:func:`itlin_core.book.image_chapters.measured_costs`), which the command prints at the end. The
+peak counts from the start of the process, so to measure each group's own peak, record one group
+per command (``--names fig2``, then ``--names fig3``, ...).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import jax
 
 import itlin_core as ic
 
-from .image_chapters import CHAPTERS, RECORDED_PRESETS, run_chapter, run_groups
+from .image_chapters import CHAPTERS, RECORDED_PRESETS, cost_line, run_chapter, run_groups
 from .image_runs import image_data
 from .records import load_results, results_path, save_results
 
@@ -126,6 +131,9 @@ def main(argv=None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    record = load_results(args.chapter, (args.preset,), results_dir=args.results_dir)
+    for name in (args.names or record["data"]) if record is not None and ic.sharding.is_writer() else ():
+        print(f"{args.chapter}/{name}: {cost_line(record['data'][name])}")
     print(f"recorded {path}")
     return 0
 

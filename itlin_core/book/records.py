@@ -188,7 +188,8 @@ def device_description() -> dict:
     "Tesla T4", "count": 1, ...}``)."""
     devs = jax.devices()
     return {"platform": jax.default_backend(), "device_kind": devs[0].device_kind, "count": len(devs),
-            "devices": [str(d) for d in devs], "machine": platform.machine()}
+            "devices": [str(d) for d in devs], "machine": platform.machine(),
+            "matmul_precision": str(jax.config.jax_default_matmul_precision or "default")}
 
 
 def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results_dir=None,
