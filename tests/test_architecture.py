@@ -112,7 +112,7 @@ def test_algorithm_modules_import_only_rows_below_them():
 
 
 SHARED_BOOK = {"common", "records", "plotting", "widgets", "exercises", "bench", "image_runs", "image_records",
-               "image_chapters", "execution", "rules", "record", "claims"}
+               "image_chapters", "execution", "rules", "record", "claims", "costs"}
 
 
 # the chapters that build on another chapter's problem (ARCHITECTURE.md says which)

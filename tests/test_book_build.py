@@ -466,3 +466,22 @@ def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
                 driver.save_screenshot(str(pathlib.Path(shots) / (pathlib.Path(page).stem + ".png")))
             errors = console_errors(driver, base_url)
             assert not errors, f"{page}: JavaScript errors in the browser console:\n" + "\n".join(errors)
+
+
+def test_the_gpu_page_tables_are_computed_from_the_records(tmp_path):
+    """``{itlin-measured-costs}`` renders the measured costs from the committed records: every
+    image chapter is either in the table (with its GPU named) or listed as not recorded."""
+    from itlin_core.book import costs, image_chapters
+
+    book = small_book(tmp_path, {"page.md": "# Page\n\n```{itlin-measured-costs} colab\n```\n"})
+    result = build(book, tmp_path / "out", *STRICT)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    html = (tmp_path / "out" / "_build" / "html" / "book" / "page.html").read_text()
+    rows, sources = costs.group_costs("colab")
+    for chapter in image_chapters.CHAPTERS:
+        assert (chapter in costs.missing("colab")) != any(r[0] == chapter for r in rows), chapter
+        assert chapter in html, chapter
+    for _, device, _, _ in sources:
+        assert device in html
+    if rows:
+        assert "<table" in html

@@ -28,6 +28,10 @@ from the registry as filename ``''``. The two do not compare equal, so both copi
 The duplicate of sphinx-thebe's ``const THEBE_JS_URL = ...`` then makes every page throw
 "SyntaxError: Identifier 'THEBE_JS_URL' has already been declared" in the browser.
 
+**Measured costs.** The directive ``{itlin-measured-costs}`` writes the tables of measured GPU
+costs on the page "Running the chapters on a GPU" at build time, from the committed records and
+saved timings (``itlin_core.book.costs``), so that no time on that page is typed by hand.
+
 This extension drops the second copy of any script with the same source, body and attributes
 from each page's ``script_files`` just before the page is rendered. The browser test in
 tests/test_book_build.py fails if a page logs a JavaScript error.
@@ -40,6 +44,7 @@ import pathlib
 import shutil
 
 from sphinx.errors import ExtensionError
+from sphinx.util.docutils import SphinxDirective
 
 #: What tex-mml-chtml.js needs beside itself (relative to MathJax's es5 folder).
 MATHJAX_FILES = ["tex-mml-chtml.js", "input/tex", "input/mml", "output/chtml", "ui", "a11y", "sre"]
@@ -140,7 +145,31 @@ def add_static_css(app):
     app.add_css_file("itlin.css")
 
 
+class MeasuredCosts(SphinxDirective):
+    """``{itlin-measured-costs}``: the GPU page's tables of measured costs, computed at build time
+    from the committed records and saved timings (:func:`itlin_core.book.costs.costs_markdown`), so
+    that no time or memory figure on the page is typed by hand. The page is rebuilt whenever
+    ``book/results`` changes (``make book`` clears the cache then)."""
+
+    has_content = False
+    optional_arguments = 1     # the preset, default colab
+
+    def run(self):
+        from docutils import nodes
+        from docutils.statemachine import StringList
+
+        from itlin_core.book import costs
+
+        preset = self.arguments[0] if self.arguments else "colab"
+        self.env.note_dependency(str(pathlib.Path(self.env.srcdir) / "book" / "results"))
+        text = costs.costs_markdown(preset)
+        box = nodes.container()
+        self.state.nested_parse(StringList(text.splitlines(), source="itlin-measured-costs"), self.content_offset, box)
+        return box.children
+
+
 def setup(app):
+    app.add_directive("itlin-measured-costs", MeasuredCosts)
     # late priority: after extensions that add page-specific scripts in html-page-context
     app.connect("html-page-context", dedupe_scripts, priority=900)
     app.connect("config-inited", check_mathjax_path)
