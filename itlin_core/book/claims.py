@@ -38,8 +38,9 @@ def largest_finite_k(rec) -> int:
 def divergences(rec, runs=None) -> list:
     """``"K=5,000 at step 30,001"`` for each run of ``rec`` (the indices ``runs``, default all)
     that diverged (:func:`itlin_core.book.image_records.summarise`'s ``diverged_at``)."""
-    runs = range(len(rec["labels"])) if runs is None else runs
-    return [f"{rec['labels'][i]} at step {rec['diverged_at'][i]:,}" for i in runs if rec["diverged_at"][i] is not None]
+    gone = rec.get("diverged_at") or []
+    runs = range(len(gone)) if runs is None else runs
+    return [f"{rec['labels'][i]} at step {gone[i]:,}" for i in runs if i < len(gone) and gone[i] is not None]
 
 
 def judge(results, specs: Sequence[tuple]) -> list:
