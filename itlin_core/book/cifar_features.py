@@ -91,6 +91,9 @@ def figure_4(results, source):
         print(f"{'n':>8} " + " ".join(f"{l:>8}" for l in first["labels"]))
         for j, n in enumerate(sizes):
             print(f"{n:>8,} " + " ".join(f"{100 * a:>8.1f}" for a in best[j]))
+        gone = [f"n={n:,}: {d}" for n, rec in fam.items() for d in divergences(rec)]
+        if gone:
+            print(f"diverged{suffix} (best accuracy before the divergence): " + "; ".join(gone))
     all_sizes = sorted({n for fam, _ in families for n in fam})
     for ax in axes:
         ax.set_xscale("log")
@@ -124,8 +127,11 @@ def figure_5(results, source):
         cells = []
         for layer in (1, 2):
             a = 100 * np.asarray(rec["metrics"][f"probe{layer}_test_accuracy"])[:, i]
-            cells.append(f"{a[0]:.1f} -> {a[-1]:.1f} ({np.nanmax(a):.1f})")
+            end = "diverged" if np.isnan(a[-1]) and rec["diverged_at"][i] is not None else f"{a[-1]:.1f}"
+            cells.append(f"{a[0]:.1f} -> {end} ({np.nanmax(a):.1f})")
         print(f"{label:>8} {cells[0]:>32} {cells[1]:>32}")
+    if divergences(rec):
+        print(f"diverged: {', '.join(divergences(rec))} (its best probe accuracy is from before)")
 
 
 def figure_6(results, source):
