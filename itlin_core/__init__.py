@@ -44,6 +44,7 @@ from .metrics import (feature_alignment, kernel_distance, linear_probe, min_norm
                       weighted_cosine_distance)
 from .models import FeatureModel, Model, count_params, lenet50, lenet50_features, mlp, resnet18, small_cnn
 from .ntk import empirical_ntk, flat_jacobian, kernel_matrix, max_ntk_eigenvalue
+from .stability import max_curvature, stable_lr
 from .relinearise import RelinRule, every, geometric, on_drift, relin_steps, stack_rules
 from .pipeline import (Batches, augment, augmented_minibatches, channel_stats, full_batch, minibatches, normalise,
                        random_crop, random_flip, split_microbatches)
@@ -71,6 +72,8 @@ __all__ = [
     "gn_direction", "gn_step", "gn_iterate", "kernel_solve", "tgn_step", "TGNResult", "gd_steps_to_tolerance", "damping_min_eigenvalue",
     # gradient flow
     "gradient_flow", "gradient_flow_params",
+    # the curvature of a linearised problem, and stable learning rates
+    "max_curvature", "stable_lr",
     # losses and metrics
     "squared_error", "softmax_cross_entropy", "accuracy", "rmse", "kernel_distance", "feature_alignment",
     "weighted_cosine_distance", "min_norm_readout", "refit_test_loss", "linear_probe",

@@ -84,8 +84,16 @@ def _check_drift_every(drift_every):
     return drift_every
 
 
-def _il_update(value_and_grad, optimizer, drift: bool):
-    """The IL update for one run under ``rule``; ``check`` says whether this step measures the drift."""
+def _check_flag(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}.")
+    return bool(value)
+
+
+def _il_update(value_and_grad, optimizer, drift: bool, reset_optimizer: bool = False):
+    """The IL update for one run under ``rule``; ``check`` says whether this step measures the drift.
+    With ``reset_optimizer`` the optimiser state starts afresh (``optimizer.init``) whenever the
+    anchor moves, so each linearisation is solved by a fresh optimiser."""
 
     def update(state: ILState, batch, rule: RelinRule, check):
         x, y = batch
@@ -101,6 +109,8 @@ def _il_update(value_and_grad, optimizer, drift: bool):
         # measured ~20% faster for LeNet-50 on CPU.
         relin_next = relinearise_next(rule, state.step, state.last_relin, n_used - 1, d)
         anchor = optax.tree_utils.tree_where(relin_next, params, state.anchor)
+        if reset_optimizer:
+            opt_state = optax.tree_utils.tree_where(relin_next, optimizer.init(params), opt_state)
         new_state = ILState(params=params, anchor=anchor, opt_state=opt_state, step=state.step + 1,
                             last_relin=jnp.where(relin_next, state.step + 1, state.last_relin), updates=n_used)
         metrics = {"loss": loss, "relinearised": relin_now}
@@ -113,7 +123,7 @@ def _il_update(value_and_grad, optimizer, drift: bool):
 
 def make_il_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.GradientTransformation,
                  K, *, damping=0.0, microbatch: int | None = None, loss_reduction: str = "mean",
-                 drift_every: int = 1) -> Callable:
+                 drift_every: int = 1, reset_optimizer: bool = False) -> Callable:
     r"""One step of iterative linearisation (Goldwaser and Ge, Algorithm 3; eqs. (8)-(9), (12)-(13)).
 
     The returned ``step(state, (x, y)) -> (state, metrics)`` is pure and jittable:
@@ -139,6 +149,10 @@ def make_il_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.Gradien
         ``None`` takes the whole batch at once.
       drift_every: for an ``on_drift`` rule, measure the drift only at steps ``t`` with
         ``t % drift_every == 0`` (one forward pass each; the default 1 measures every step).
+      reset_optimizer: restart the optimiser's state (``optimizer.init``) at every
+        relinearisation, so that each linearised problem is solved by a fresh optimiser (for
+        Adam: zero moments and bias correction from step 1). The papers do not say whether
+        they reset it; the default ``False`` keeps the state across linearisations.
 
     Returns:
       ``step``; ``metrics`` holds ``loss`` (the proxy's loss before the update, which is the
@@ -162,9 +176,10 @@ def make_il_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.Gradien
     """
     rule = as_rule(K)
     drift_every = _check_drift_every(drift_every)
+    reset_optimizer = _check_flag("reset_optimizer", reset_optimizer)
     drift = uses_drift(rule)
     update = _il_update(_value_grad(apply_fn, loss_fn, damping, microbatch, loss_reduction, drift=drift),
-                        optimizer, drift)
+                        optimizer, drift, reset_optimizer)
 
     def step(state: ILState, batch):
         return update(state, batch, rule, state.step % drift_every == 0)
@@ -174,14 +189,16 @@ def make_il_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.Gradien
 
 def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.GradientTransformation,
                        Ks, *, damping=0.0, microbatch: int | None = None,
-                       loss_reduction: str = "mean", drift_every: int = 1) -> tuple[Callable, RelinRule]:
+                       loss_reduction: str = "mean", drift_every: int = 1,
+                       reset_optimizer: bool = False) -> tuple[Callable, RelinRule]:
     """A step that advances one IL run per K value (or rule) at once (one compiled program).
 
     ``Ks`` holds periods (as for :func:`make_il_step`) and/or rules (:func:`itlin_core.every`,
     :func:`itlin_core.geometric`, :func:`itlin_core.on_drift`), mixed freely. ``damping`` is one
     proximal weight for all runs, or a sequence with one per K (run ``i`` uses ``Ks[i]`` and
     ``damping[i]``; Goldwaser and Ge's Fig. 9 bottom sweeps lambda at a fixed K this way).
-    ``microbatch``, ``loss_reduction`` and ``drift_every`` as for :func:`make_il_step`; the drift
+    ``microbatch``, ``loss_reduction``, ``drift_every`` and ``reset_optimizer`` as for
+    :func:`make_il_step`; the drift
     is measured on the steps a run counts as multiples of ``drift_every`` (all runs step together).
 
     Returns ``(step, rules)``: ``step(states, batch)`` expects ``states`` stacked along a
@@ -196,6 +213,7 @@ def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.G
     Ks = list(Ks)
     rules = stack_rules(Ks)
     drift_every = _check_drift_every(drift_every)
+    reset_optimizer = _check_flag("reset_optimizer", reset_optimizer)
     drift = uses_drift(rules)
     if isinstance(damping, (list, tuple)) or np.ndim(damping) == 1:
         lams = [check_damping(float(lam)) for lam in damping]
@@ -212,7 +230,7 @@ def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.G
     def one(state, batch, rule, lam, check):
         lam = damping if lam is None else lam
         vg = _value_grad(apply_fn, loss_fn, lam, microbatch, loss_reduction, drift=drift)
-        return _il_update(vg, optimizer, drift)(state, batch, rule, check)
+        return _il_update(vg, optimizer, drift, reset_optimizer)(state, batch, rule, check)
 
     vstep = jax.vmap(one, in_axes=(0, None, 0, None if lams is None else 0, None))
     names = [_run_label(K) for K in Ks]

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from itlin_core.book import cifar_few_updates as ch
+from itlin_core.book import claims as ch_claims
 
 
 def rec(Ks, final, best=None, updates=None, n_eval=10_000):
@@ -50,6 +51,45 @@ def test_noise_widens_the_tolerance_and_missing_groups_are_not_judged():
     fig2 = lambda n: rec([1, 300], [0.60, 0.588], n_eval=n)
     assert verdicts({"fig2": fig2(1000)})["Few feature updates suffice"] == "yes"
     assert verdicts({"fig2": fig2(1_000_000)})["Few feature updates suffice"] == "no"
-    assert set(verdicts({}).values()) == {"not recorded"}
+    assert set(verdicts({}).values()) == {"unjudged (not recorded)"}
     table = ch.claims_markdown(ch.claims(GOOD))
-    assert table.count("\n") == 6 and "| reproduced here? |" in table
+    assert table.count("\n") == 6 and "| metric | the paper reports |" in table
+
+
+def with_training(rec, train):
+    """``rec`` with a training accuracy per run (its value at every evaluation)."""
+    m = dict(rec["metrics"], train_accuracy_proxy=np.tile(np.asarray(train, float), (len(rec["eval_step"]), 1)))
+    return dict(rec, metrics=m)
+
+
+def test_a_claim_on_runs_that_did_not_fit_their_data_is_unjudged():
+    """Fig. 2's claim rests on K=1 and the large K: when either stays below the level of a trained
+    network the row is unjudged (not trained), whatever the test accuracies say; a run the
+    verdict does not use may be untrained."""
+    good = dict(GOOD, fig2=with_training(GOOD["fig2"], [0.95, 0.97]))
+    assert verdicts(good)["Few feature updates suffice"] == "yes"
+    low = dict(GOOD, fig2=with_training(GOOD["fig2"], [0.95, 0.40]))
+    row = next(r for r in ch.claims(low) if r["claim"].startswith("Few"))
+    assert row["verdict"] == "unjudged (not trained)" and "5000 40.0%" in row["shows"] and "90.0%" in row["shows"]
+    # Fig. 3's plateau uses the finite K only: an untrained K = inf run does not block it
+    fig3 = with_training(GOOD["fig3"], [0.95, 0.95, 0.95, 0.95, 0.30])
+    assert verdicts(dict(GOOD, fig3=fig3))["A wide range of K behaves like SGD"] == "yes"
+    assert verdicts(dict(GOOD, fig3=fig3))["No feature learning costs accuracy"] == "unjudged (not trained)"
+
+
+def test_a_claim_resting_on_a_diverged_run_is_unjudged_and_says_which():
+    fig3 = dict(GOOD["fig3"], diverged_at=[None, None, None, None, 777])
+    rows = {r["claim"].split(" (")[0]: r for r in ch.claims(dict(GOOD, fig3=fig3))}
+    assert rows["No feature learning costs accuracy"]["verdict"] == "unjudged (diverged)"
+    assert "at step 777" in rows["No feature learning costs accuracy"]["shows"]
+    # the plateau does not rest on K = inf: judged, with the divergence named
+    assert rows["A wide range of K behaves like SGD"]["verdict"] == "yes"
+    assert "not used here" in rows["A wide range of K behaves like SGD"]["shows"]
+
+
+def test_every_row_names_the_papers_metric():
+    rows = ch.claims(GOOD)
+    metrics = {r["claim"].split(" (")[0]: r["metric"] for r in rows}
+    assert metrics["Few feature updates suffice"] == "final test accuracy"                   # Fig. 2 plots curves
+    assert metrics["A wide range of K behaves like SGD"].startswith("best test accuracy")  # App. C.2.1: early stopping
+    assert all(r["verdict"] in ch_claims.VERDICTS for r in rows)

@@ -252,6 +252,34 @@ def test_probes_and_filters_match_direct_computations(cifar):
     assert np.all(h["filters"][0] == 0)
 
 
+def test_curvature_is_measured_at_each_runs_anchor(cifar):
+    """The recorded curvature is ic.max_curvature of the linearised training loss at the run's
+    anchor, on the first curvature_batch training images; with K = inf the anchor never moves."""
+    c = cfg(Ks=(1, None), steps=8, curvature_batch=24, curvature_iterations=30)
+    h = ir.run_images(c, cifar, progress="off")
+    x_tr, y_tr = ir.training_subset(c, cifar)
+    xk = ic.normalise(x_tr[:24], cifar["mean"], cifar["std"])
+    model = ir.build_model(c, x_tr.shape[1:])
+    for i in range(2):
+        anchor = jax.tree_util.tree_map(lambda a: a[i], h["state"].anchor)
+        ref = ic.max_curvature(model.apply, ic.softmax_cross_entropy, anchor, xk, jnp.asarray(y_tr[:24]),
+                               iterations=30)
+        np.testing.assert_allclose(h["curvature"][-1, i], ref, rtol=1e-4)
+    k = np.asarray(h["curvature"])
+    assert k.shape == (3, 2) and np.all(k > 0)
+    np.testing.assert_allclose(k[:, 1], k[0, 1], rtol=1e-5)          # K = inf: one anchor, one curvature
+    assert irec.summarise(h)["metrics"]["curvature"].shape == (3, 2)
+
+
+def test_reset_optimizer_reaches_the_group_step(cifar):
+    """A group with reset_optimizer trains like make_il_sweep_step with reset_optimizer=True."""
+    c = cfg(Ks=(3,), optimizer="adam", lr=1e-3, steps=7, reset_optimizer=True)
+    h = ir.run_images(c, cifar, progress="off")
+    assert int(np.asarray(h["state"].opt_state[0].count)[0]) == 7 % 3
+    kept = ir.run_images(dataclasses.replace(c, reset_optimizer=False), cifar, progress="off")
+    assert int(np.asarray(kept["state"].opt_state[0].count)[0]) == 7
+
+
 def test_lenet_features_are_the_networks_blocks():
     model = ic.lenet50(input_shape=(32, 32, 3), channels=5)
     p = model.init(jax.random.PRNGKey(3))
@@ -339,7 +367,9 @@ def test_best_accuracy_ignores_nan():
     (dict(n_train=0), "n_train"), (dict(width=0), "width"), (dict(microbatch=0), "microbatch"),
     (dict(microbatch=5), "must divide batch_size"), (dict(model="resnet18_bn", microbatch=8), "BatchNorm"),
     (dict(Ks=("sometimes",)), "rule spec"), (dict(Ks=("geometric(0, 1.5)",)), "K"),
-    (dict(Ks=("on_drift(-0.1)",)), "tol"), (dict(Ks=("on_drift(x)",)), "numbers"), (dict(drift_every=0), "drift_every")])
+    (dict(Ks=("on_drift(-0.1)",)), "tol"), (dict(Ks=("on_drift(x)",)), "numbers"), (dict(drift_every=0), "drift_every"),
+    (dict(reset_optimizer="yes"), "reset_optimizer"), (dict(curvature_batch=-1), "curvature_batch"),
+    (dict(curvature_iterations=0), "curvature_iterations")])
 def test_bad_configs_raise(bad, match):
     with pytest.raises(ValueError, match=match):
         cfg(**bad)

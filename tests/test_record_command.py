@@ -8,15 +8,15 @@ import dataclasses
 import pytest
 
 import itlin_core as ic
-from itlin_core.book import cifar_few_updates, image_chapters, image_records, record, records
+from itlin_core.book import cifar_few_updates, image_chapters, image_records, image_settings, record, records
 
 TINY = dict(width=4, batch_size=16, n_eval=64, eval_batch=32, n_train=96)
 
 
 def tiny_runs(preset):
     assert preset == "laptop"
-    return {"fig3": image_chapters.group(steps=8, eval_every=4, Ks=(1, 4, None), lr=0.005, **TINY),
-            "fig3_rules": image_chapters.group(steps=8, eval_every=4, Ks=(1, "geometric(2, 1.5)", "on_drift(0.1)"),
+    return {"fig3": image_settings.group(steps=8, eval_every=4, Ks=(1, 4, None), lr=0.005, **TINY),
+            "fig3_rules": image_settings.group(steps=8, eval_every=4, Ks=(1, "geometric(2, 1.5)", "on_drift(0.1)"),
                                                lr=0.005, drift_every=2, **TINY)}
 
 

@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from . import plotting
-from .image_chapters import CIFAR_PAPER_LR, COLAB_C, LAPTOP, LAPTOP_LR, SMOKE, group, scaled
-from .claims import divergences, judge, pct, tolerance
+from .image_settings import CIFAR_PAPER_LR, COLAB_C, LAPTOP, LAPTOP_LR, SMOKE, group, scaled
+from .claims import Claim, divergences, judge, pct, tolerance
 from .image_records import best_accuracy
 
 #: Goldwaser and Ge's Fig. 6 maps a filter change in [-0.5, 0.5] to [0, 1].
@@ -67,7 +67,7 @@ def size_groups(results, prefix) -> dict:
     return dict(sorted(found.items()))
 
 
-def figure_4(results, source):
+def accuracy_against_training_set_size(results, source):
     """Fig. 4: best test (and training) accuracy against the training-set size, per K; prints
     the table behind it."""
     if results is None:
@@ -108,7 +108,7 @@ def figure_4(results, source):
     plt.show()
 
 
-def figure_5(results, source):
+def linear_probe_accuracy(results, source):
     """Fig. 5: test accuracy of linear probes on both blocks' features over training."""
     if results is None:
         print("Fig. 5 not shown: no recorded result.")
@@ -134,7 +134,7 @@ def figure_5(results, source):
         print(f"diverged: {', '.join(divergences(rec))} (its best probe accuracy is from before)")
 
 
-def figure_6(results, source):
+def first_layer_filters(results, source):
     """Fig. 6: the change of the first three first-layer filters from initialisation, as images
     (the paper's colour mapping on real data), and the norm of that change over training."""
     if results is None:
@@ -173,8 +173,8 @@ def figure_6(results, source):
     print(f"largest |change| shown: {largest:.3g}; entries clipped by the mapping: {100 * outside:.1f} %")
 
 
-def figure_6_norms(results, source):
-    """The change of :func:`figure_6` as one number per run: the norm of the recorded filters'
+def filter_change_norms(results, source):
+    """The change of :func:`first_layer_filters` as one number per run: the norm of the recorded filters'
     change from initialisation against training steps (one figure, so it can have its own
     numbered caption)."""
     if results is None:
@@ -229,39 +229,36 @@ def claims(results) -> list:
     def fig4_inf(rec, res):
         sizes, Ks, best = _fig4_table(res)
         if None not in Ks:
-            return "no K = ∞ run in this record", None
+            return "no K = ∞ run in this record", "setting not reached", []
         i1, ii, tol = Ks.index(1), Ks.index(None), tolerance(rec)
         gaps = best[:, i1] - best[:, ii]
         return ("K=1 minus K=∞, best accuracy: " + ", ".join(f"n={n:,}: {100 * g:+.1f}" for n, g in zip(sizes, gaps))
-                + f" points (equal within {100 * tol:.1f})", bool(np.all(gaps > tol)))
+                + f" points (equal within {100 * tol:.1f})", bool(np.all(gaps > tol)),
+                [(f"fig4_n{n}", i) for n in sizes for i in (i1, ii)])
 
     def fig4_gain(rec, res):
         sizes, Ks, best = _fig4_table(res)
         if None not in Ks or len(sizes) < 2:
-            return "needs K = ∞ and two training-set sizes", None
+            return "needs K = ∞ and two training-set sizes", "setting not reached", []
         i1, ii, tol = Ks.index(1), Ks.index(None), tolerance(rec)
         gain = best[-1] - best[0]
         return (f"from n={sizes[0]:,} to n={sizes[-1]:,}: K=1 gains {100 * gain[i1]:+.1f} points, K=∞ "
-                f"{100 * gain[ii]:+.1f}", bool(gain[i1] - gain[ii] > tol))
+                f"{100 * gain[ii]:+.1f}", bool(gain[i1] - gain[ii] > tol),
+                [(f"fig4_n{n}", i) for n in (sizes[0], sizes[-1]) for i in (i1, ii)])
 
     def fig4_finite(rec, res):
         sizes, Ks, best = _fig4_table(res)
         if len(sizes) < 2:
-            return "needs two training-set sizes", None
+            return "needs two training-set sizes", "setting not reached", []
         i1, tol = Ks.index(1), tolerance(rec)
         gain = best[-1] - best[0]
         others = [(k, i) for i, k in enumerate(Ks) if isinstance(k, int) and k != 1]
-        gone = [f"n={n:,}: {d}" for n, r in size_groups(res, "fig4_n").items()
-                for d in divergences(r, [i1] + [i for _, i in others])]
-        if gone:
-            return f"diverged: {'; '.join(gone)}, so no gain from data is measured for these runs", False
         return ("gains: " + ", ".join(f"K={k:,} {100 * gain[i]:+.1f}" for k, i in [(1, i1), *others])
                 + f" points (equal within {100 * 2 * tol:.1f})",
-                bool(others) and all(abs(gain[i] - gain[i1]) <= 2 * tol for _, i in others))
+                bool(others) and all(abs(gain[i] - gain[i1]) <= 2 * tol for _, i in others),
+                [(f"fig4_n{n}", i) for n in (sizes[0], sizes[-1]) for i in [i1] + [i for _, i in others]])
 
     def probes_rise(rec, _):
-        if divergences(rec):
-            return f"diverged: {', '.join(divergences(rec))}, so its probes have no final value", False
         tol, parts, ok = tolerance(rec), [], True
         for layer in (1, 2):
             a = np.asarray(rec["metrics"][f"probe{layer}_test_accuracy"])
@@ -270,46 +267,45 @@ def claims(results) -> list:
                 ok = ok and a[-1, i] > a[0, i] + tol
         return "; ".join(parts), ok
 
-    def probes_big_k(rec, _):
-        Ks, tol = rec["Ks"], tolerance(rec)
+    def pair(rec):
+        Ks = rec["Ks"]
         i1 = Ks.index(1)
         big = max((i for i, k in enumerate(Ks) if isinstance(k, int) and k != 1), key=lambda i: Ks[i])
-        if divergences(rec, [i1, big]):
-            return f"diverged: {', '.join(divergences(rec, [i1, big]))}, so the final probes cannot be compared", False
-        parts, ok = [], True
+        return Ks, i1, big
+
+    def probes_big_k(rec, _):
+        (Ks, i1, big), tol, parts, ok = pair(rec), tolerance(rec), [], True
         for layer in (1, 2):
             a = np.asarray(rec["metrics"][f"probe{layer}_test_accuracy"])[-1]
             parts.append(f"block {layer}: K={Ks[big]:,} {pct(a[big])}, K=1 {pct(a[i1])}")
             ok = ok and a[big] < a[i1] - tol
-        return "; ".join(parts) + f" (equal within {100 * tol:.1f})", ok
+        return "; ".join(parts) + f" (equal within {100 * tol:.1f})", ok, [("fig5_6", i1), ("fig5_6", big)]
 
     def filters(rec, _):
-        Ks = rec["Ks"]
-        i1 = Ks.index(1)
-        big = max((i for i, k in enumerate(Ks) if isinstance(k, int) and k != 1), key=lambda i: Ks[i])
-        if divergences(rec, [i1, big]):
-            return (f"diverged: {', '.join(divergences(rec, [i1, big]))}, so the final filter changes cannot be "
-                    "compared", False)
+        Ks, i1, big = pair(rec)
         norms, steps = _filter_norms(rec), np.asarray(rec["eval_step"])
         ratio = norms[-1, big] / norms[-1, i1]
         reached = np.flatnonzero(norms[:, i1] >= norms[-1, big])
         when = (f"; K=1 had moved as far at step {steps[reached[0]]:,} of {steps[-1]:,}" if len(reached) else "")
         return (f"filter change at the end: K={Ks[big]:,} {norms[-1, big]:.3g}, K=1 {norms[-1, i1]:.3g} "
-                f"(ratio {ratio:.2f}){when}", bool(ratio <= FILTER_RATIO))
+                f"(ratio {ratio:.2f}){when}", bool(ratio <= FILTER_RATIO), [("fig5_6", i1), ("fig5_6", big)])
 
+    best = "best test accuracy (optimal early stopping)"
+    probe = "linear-probe test accuracy, start and end"
     return judge(results, [
-        ("No feature learning costs accuracy at every size (Fig. 4)", "K=∞ below every finite K at every "
-         "training-set size (judged here against K=1)", fig4_name, fig4_inf),
-        ("Without feature learning, more data helps less (Fig. 4)", "K=∞ improves more slowly with n than K=1",
-         fig4_name, fig4_gain),
-        ("Finite K gain from data like K=1 (Fig. 4)", "all finite K improve with n at the same rate as K=1",
-         fig4_name, fig4_finite),
-        ("Trained features are more linearly separable (Fig. 5)", "the probes on both blocks improve during "
-         "training", "fig5_6", probes_rise),
-        ("A large K learns less (Fig. 5)", "with K=5e6 the probes rise more slowly and level off lower",
-         "fig5_6", probes_big_k),
-        ("A large K moves the filters less (Fig. 6)", "K=1's filters change visibly faster (judged: the large-K "
-         "change ends smaller); K=5e6 ends where K=1 was at about a fifth of training", "fig5_6", filters)])
+        Claim("No feature learning costs accuracy at every size (Fig. 4)", "K=∞ below every finite K at every "
+              "training-set size (judged here against K=1)", best, fig4_name, fig4_inf),
+        Claim("Without feature learning, more data helps less (Fig. 4)", "K=∞ improves more slowly with n than K=1",
+              best + ", its gain with n", fig4_name, fig4_gain),
+        Claim("Finite K gain from data like K=1 (Fig. 4)", "all finite K improve with n at the same rate as K=1",
+              best + ", its gain with n", fig4_name, fig4_finite),
+        Claim("Trained features are more linearly separable (Fig. 5)", "the probes on both blocks improve during "
+              "training", probe, "fig5_6", probes_rise),
+        Claim("A large K learns less (Fig. 5)", "with K=5e6 the probes rise more slowly and level off lower",
+              "final linear-probe test accuracy", "fig5_6", probes_big_k),
+        Claim("A large K moves the filters less (Fig. 6)", "K=1's filters change visibly faster (judged: the large-K "
+              "change ends smaller); K=5e6 ends where K=1 was at about a fifth of training",
+              "norm of the first-layer filters' change from initialisation", "fig5_6", filters)])
 
 
-__all__ = ["PAPER_RANGE", "HAS_LAPTOP", "LAPTOP_SIZES", "FILTER_RATIO", "claims", "runs", "size_groups", "figure_4", "figure_5", "figure_6", "figure_6_norms"]
+__all__ = ["PAPER_RANGE", "HAS_LAPTOP", "LAPTOP_SIZES", "FILTER_RATIO", "claims", "runs", "size_groups", "accuracy_against_training_set_size", "linear_probe_accuracy", "first_layer_filters", "filter_change_norms"]

@@ -1,20 +1,64 @@
 """The papers' claims, judged from a recorded run: the shared part of every image chapter's
 verdict table.
 
-Each image chapter module has ``claims(results) -> rows`` built with :func:`judge`: one row per
-claim of the paper, with what the paper reports, what the record shows (with its numbers) and a
-verdict, ``"yes"``, ``"no"`` or ``"not recorded"``. The criteria are fixed in code, before any
-record is read, and two accuracies count as equal within :func:`tolerance`.
+Each image chapter module has ``claims(results) -> rows`` built with :func:`judge` from a list
+of :class:`Claim`: one row per claim of the paper, naming the metric it compares (the one the
+paper plots: the best test accuracy over the run where the paper used optimal early stopping,
+the final one where it plots curves), what the paper reports, what the record shows (with its
+numbers) and a verdict:
+
+* ``"yes"`` or ``"no"``: the record reproduces the claim, or contradicts it;
+* ``"unjudged (<reason>)"``: the record cannot decide, for one of the :data:`REASONS`: a run the
+  verdict rests on ``diverged`` (unless divergence is what the claim is about), is ``not
+  trained`` (its best training accuracy stays below the level the row states), the paper's
+  ``setting not reached`` (e.g. its K beyond the run's steps), or the group is ``not recorded``.
+
+The criteria are fixed in code, before any record is read, and two accuracies count as equal
+within :func:`tolerance`.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
 
 from .image_records import accuracy_noise_points
 
+#: Why a row can be unjudged.
+REASONS = ("diverged", "not trained", "setting not reached", "not recorded")
 #: The verdicts a row can carry.
-VERDICTS = ("yes", "no", "not recorded")
+VERDICTS = ("yes", "no") + tuple(f"unjudged ({r})" for r in REASONS)
+#: The training accuracy a run must reach (its best over the run, of the model being trained)
+#: before a claim about a trained network is judged on it: the papers train to convergence.
+FITTED = 0.9
+
+
+class Claim(NamedTuple):
+    """One row of a verdict table, before it is judged.
+
+    Attributes:
+      claim: the paper's claim, with its figure.
+      paper: what the paper reports (its numbers where it gives them).
+      metric: the quantity compared, as the paper plots it.
+      group: the record's run group that judges it.
+      judge: ``judge(record, results) -> (shows, ok)`` or ``(shows, ok, runs)``: what the record
+        shows (with numbers), ``ok`` True / False, or one of :data:`REASONS` when the record
+        cannot decide; ``runs`` lists the ``(group, run index)`` pairs the verdict rests on
+        (default: every run of ``group``).
+      trained: the best training accuracy each of those runs must reach (``None``: no
+        requirement, for claims about stability or divergence).
+      diverging: divergence is what the claim is about (a diverged run is then evidence, not a
+        reason to leave the row unjudged).
+    """
+
+    claim: str
+    paper: str
+    metric: str
+    group: str
+    judge: Callable
+    trained: float | None = FITTED
+    diverging: bool = False
 
 
 def tolerance(rec) -> float:
@@ -35,6 +79,22 @@ def largest_finite_k(rec) -> int:
     return max((i for i, k in enumerate(rec["Ks"]) if isinstance(k, int)), key=lambda i: rec["Ks"][i])
 
 
+def final_accuracy(rec, metric: str = "test_accuracy_proxy") -> np.ndarray:
+    """The last evaluation's value of ``metric`` per run (the accuracy the papers' curves end at)."""
+    return np.asarray(rec["metrics"][metric], dtype=np.float64)[-1]
+
+
+def best_train_accuracy(rec) -> np.ndarray | None:
+    """Per run, the best training accuracy of the model being trained (the proxy, which is the
+    network whenever K = 1) over the record's evaluations, or ``None`` where the record does not
+    hold it."""
+    a = rec.get("metrics", {}).get("train_accuracy_proxy")
+    if a is None:
+        return None
+    a = np.asarray(a, dtype=np.float64)
+    return np.where(np.isfinite(a).any(axis=0), np.nanmax(np.where(np.isfinite(a), a, -np.inf), axis=0), np.nan)
+
+
 def divergences(rec, runs=None) -> list:
     """``"K=5,000 at step 30,001"`` for each run of ``rec`` (the indices ``runs``, default all)
     that diverged (:func:`itlin_core.book.image_records.summarise`'s ``diverged_at``)."""
@@ -43,56 +103,74 @@ def divergences(rec, runs=None) -> list:
     return [f"{rec['labels'][i]} at step {gone[i]:,}" for i in runs if i < len(gone) and gone[i] is not None]
 
 
-def judge(results, specs: Sequence[tuple]) -> list:
+def _verdict(spec: Claim, results: dict, shows: str, ok, runs) -> tuple[str, str]:
+    """The verdict of one judged row, and ``shows`` with the reason added where one applies."""
+    if isinstance(ok, str):
+        if ok not in REASONS:
+            raise ValueError(f"a judge returned {ok!r}; the reasons a row can be unjudged are {REASONS}.")
+        return shows, f"unjudged ({ok})"
+    by_group = {}
+    for g, i in runs:
+        by_group.setdefault(g, []).append(i)
+    gone = [f"{g}: {d}" if g != spec.group else d
+            for g, idx in by_group.items() if g in results for d in divergences(results[g], idx)]
+    if gone and not spec.diverging:
+        return shows + f" (diverged: {', '.join(gone)})", "unjudged (diverged)"
+    if spec.trained is not None:
+        short = []
+        for g, idx in by_group.items():
+            best = best_train_accuracy(results[g]) if g in results else None
+            short += [] if best is None else [f"{results[g]['labels'][i]} {pct(best[i])}" for i in idx
+                                              if not best[i] >= spec.trained]
+        if short:
+            return (shows + f" (best training accuracy {', '.join(short)}; the claim needs {pct(spec.trained)})",
+                    "unjudged (not trained)")
+    if ok is None:
+        raise ValueError("a judge returned ok=None; return True, False or one of the reasons " + ", ".join(REASONS))
+    return shows, "yes" if ok else "no"
+
+
+def judge(results, specs: Sequence[Claim]) -> list:
     """The verdict table of ``results`` (``{group: record}``, or ``None``): for each
-    ``(claim, paper, group, judge_fn)`` of ``specs`` a row ``{"claim", "paper", "shows",
-    "verdict"}``. ``judge_fn(record, results) -> (shows, ok)`` is called with the record of
-    ``group`` (the row is ``"not recorded"`` when there is none) and all results, for claims
-    that compare groups; ``ok`` ``None`` means the record cannot decide (verdict ``"not
-    recorded"``, with ``shows`` saying why). A judge that relies on a run that diverged says so
-    in ``shows``; where it does not, and a run of ``group`` diverged, the row says which, so that
-    no verdict hides a divergence."""
+    :class:`Claim` a row ``{"claim", "paper", "metric", "shows", "verdict"}``. A row whose group
+    is not in ``results`` is ``"unjudged (not recorded)"``. Divergences of runs of the group that
+    the verdict does not rest on are named in ``shows``, so that no verdict hides one."""
     results = results or {}
     rows = []
-    for claim, paper, group, judge_fn in specs:
-        rec = results.get(group)
+    for spec in specs:
+        rec = results.get(spec.group)
+        row = {"claim": spec.claim, "paper": spec.paper, "metric": spec.metric}
         if rec is None:
-            rows.append({"claim": claim, "paper": paper, "shows": "-", "verdict": "not recorded"})
+            rows.append(dict(row, shows="-", verdict="unjudged (not recorded)"))
             continue
-        shows, ok = judge_fn(rec, results)
-        gone = divergences(rec)
-        if gone and "diverged" not in shows:
-            shows += f" (diverged: {', '.join(gone)}; a diverged run's numbers come from before it diverged)"
-        verdict = "not recorded" if ok is None else "yes" if ok else "no"
-        rows.append({"claim": claim, "paper": paper, "shows": shows, "verdict": verdict})
+        out = spec.judge(rec, results)
+        shows, ok = out[0], out[1]
+        runs = out[2] if len(out) > 2 else [(spec.group, i) for i in range(len(rec["Ks"]))]
+        shows, verdict = _verdict(spec, results, shows, ok, runs)
+        rest = divergences(rec, [i for i in range(len(rec["Ks"])) if (spec.group, i) not in runs])
+        if rest and "diverged" not in shows:
+            shows += f" (diverged, not used here: {', '.join(rest)})"
+        rows.append(dict(row, shows=shows, verdict=verdict))
     return rows
 
 
 def claims_markdown(rows) -> str:
-    """A verdict table (:func:`judge`) as Markdown."""
-    lines = ["| claim | the paper reports | this record shows | reproduced here? |", "| --- | --- | --- | --- |"]
-    lines += [f"| {r['claim']} | {r['paper']} | {r['shows']} | {r['verdict']} |" for r in rows]
+    """A verdict table (:func:`judge`) as Markdown; the metric column is left out when the rows
+    name none (the toy chapters' tables, where one metric is stated in the text)."""
+    metric = bool(rows) and all("metric" in r for r in rows)
+    head = "| claim |" + (" metric |" if metric else "") + " the paper reports | this record shows | reproduced here? |"
+    lines = [head, "|" + " --- |" * (5 if metric else 4)]
+    lines += [f"| {r['claim']} |" + (f" {r['metric']} |" if metric else "") + f" {r['paper']} | {r['shows']} | "
+              f"{r['verdict']} |" for r in rows]
     return "\n".join(lines)
 
 
-def claims_sentence(rows, results, reason: str) -> str:
-    """The sentence under a chapter's verdict table, written from the verdicts: how many claims
-    reproduce and which do not, with ``reason`` (the likely cause at this scale) when some do
-    not; for stand-in data, that the verdicts test only the code."""
-    judged = [r for r in rows if r["verdict"] in ("yes", "no")]
-    failed = [r["claim"] for r in judged if r["verdict"] == "no"]
-    if not judged:
-        return "No record is shown on this page, so no claim is judged here."
-    if results is not None and any(r.get("stand_in") for r in results.values()):
-        return (f"These are tiny runs on stand-in images: the {len(judged)} verdicts above test the code and say "
-                "nothing about the paper.")
-    if failed:
-        gone = sorted({f"{name}: {d}" for name, rec in (results or {}).items() for d in divergences(rec)})
-        why = (f"{len(gone)} run{'s' if len(gone) > 1 else ''} of this record diverged ({'; '.join(gone)}), and a "
-               "claim that rests on a diverged run is not reproduced. " if gone else "")
-        return (f"Of the {len(judged)} claims judged, {len(judged) - len(failed)} reproduce at this scale and "
-                f"{len(failed)} {'does' if len(failed) == 1 else 'do'} not: {'; '.join(failed)}. {why}{reason}")
-    return f"All {len(judged)} claims judged reproduce at this scale."
+def verdict_counts(rows) -> dict:
+    """``{"claims", "yes", "no", "unjudged"}``: how many rows there are and how many carry each kind
+    of verdict (the numbers a chapter glues into its sentence under the table)."""
+    n = {v: sum(r["verdict"] == v for r in rows) for v in ("yes", "no")}
+    return dict(claims=len(rows), **n, unjudged=len(rows) - n["yes"] - n["no"])
 
 
-__all__ = ["divergences", "VERDICTS", "tolerance", "pct", "largest_finite_k", "judge", "claims_markdown", "claims_sentence"]
+__all__ = ["REASONS", "VERDICTS", "FITTED", "Claim", "tolerance", "pct", "largest_finite_k", "final_accuracy",
+           "best_train_accuracy", "divergences", "judge", "claims_markdown", "verdict_counts"]

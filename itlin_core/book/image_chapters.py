@@ -1,12 +1,15 @@
-r"""The four image chapters as one table: their run groups per preset, the rules that shrink the
-paper's settings to a Colab GPU, running and recording a chapter, and what every image chapter
-notebook shows (the scale table, the source of its curves, the round-trip check).
+r"""The four image chapters as one table: their run groups per preset, running and recording a
+chapter, and what every image chapter notebook shows (the scale table, the source of its
+curves, the round-trip check).
 
 Each chapter module (``cifar_few_updates``, ``cifar_features``, ``cifar_damping``,
-``resnet_mnist``) has ``runs(preset) -> {group name: ImageRunConfig}``. Every number the papers
+``resnet_mnist``) has ``runs(preset) -> {group name: ImageRunConfig}``, built from the shared
+settings of :mod:`itlin_core.book.image_settings` (this module imports the chapter modules;
+they never import it). Every number the papers
 give is used at the ``paper`` preset; where a setting is not in our copy of the papers (several
 learning rates were only in figure captions), the chapter module's comments say what we chose.
-The ``colab`` preset follows the rule Goldwaser and Ge use for their Fig. 11 (:func:`scaled`):
+The ``colab`` preset follows the rule Goldwaser and Ge use for their Fig. 11
+(:func:`~itlin_core.book.image_settings.scaled`):
 multiplying the learning rate by ``c`` and dividing ``K`` and the number of steps by ``c`` keeps
 ``lr * K`` (how far one linearisation is trained) and ``lr * steps`` (the training time) fixed;
 it also trains on a subset where the figure allows. The ``smoke`` preset runs the same code on
@@ -16,7 +19,7 @@ tiny models and in-format stand-in data.
 from __future__ import annotations
 
 import contextlib
-import importlib
+import dataclasses
 import math
 import tempfile
 from pathlib import Path
@@ -24,48 +27,17 @@ from typing import Sequence
 
 import jax
 
+from . import cifar_damping, cifar_features, cifar_few_updates, resnet_mnist
 from .common import get_preset
 from .image_records import format_setting, records_equal, summarise
 from .image_runs import ImageRunConfig, image_data, run_images
 from .records import default_checkpoint_dir, load_results, results_path, save_results
 
-#: The image chapters, by notebook name (each is a module of :mod:`itlin_core.book`).
-CHAPTERS = ("cifar_few_updates", "cifar_features", "cifar_damping", "resnet_mnist")
-
-#: Settings of every smoke group: tiny models and evaluations on stand-in data.
-SMOKE = dict(n_eval=128, eval_batch=64, batch_size=32, width=6, probe_train=64)
-#: Our reading of the CIFAR10 learning rate for finite K: Fig. 4's (the other captions are not in our copy).
-CIFAR_PAPER_LR = 1e-5
-#: colab: lr x 1000, K and steps / 1000 (:func:`scaled`).
-COLAB_C = 1000.0
-#: The laptop scale of the LeNet-50 groups of every image chapter: 8 channels instead of 50,
-#: minibatches of 64, a 10,000-image training subset and 1,000 evaluated images; with a few
-#: thousand steps per group, a chapter records in well under an hour on a 2-core CPU (each
-#: chapter prints the measured time).
-LAPTOP = dict(width=8, batch_size=64, n_train=10_000, n_eval=1000, eval_batch=500)
-#: The laptop learning rate of the SGD groups: half colab's. A first recording of
-#: cifar_few_updates at colab's 0.01 (3,000 steps) diverged for K = 10 and K = 100 (training loss non-finite) and collapsed late
-#: for K = 300 and both drift rules; 0.005 and 0.003 kept the training loss falling for
-#: K = 10, 100, 300 and on_drift(0.2) over 3,000 steps. Chosen on the training loss alone,
-#: never on test accuracy.
-LAPTOP_LR = 5e-3
-#: Full-batch steps accumulate the gradient over chunks of this many images: the same step, in
-#: memory that grows with the chunk instead of the batch, so that the colab and paper Fig. 11
-#: groups fit a Colab GPU (tests/test_image_runs.py checks XLA's memory plan of both).
-FULL_BATCH_CHUNK = 500
-
-
-def scaled(c: float, *, lr, Ks, steps, eval_every) -> dict:
-    """The colab rule (Goldwaser and Ge's own, Fig. 11): lr * c, K / c, steps / c (K values that
-    coincide after the division are kept once)."""
-    Ks = tuple(dict.fromkeys(None if k is None else max(1, int(round(k / c))) for k in Ks))
-    return dict(lr=lr * c, Ks=Ks, steps=int(steps / c), eval_every=max(1, int(eval_every / c)))
-
-
-def group(**kw) -> ImageRunConfig:
-    """An :class:`ImageRunConfig` with LeNet-50 on CIFAR10 unless ``model``/``dataset`` say otherwise."""
-    return ImageRunConfig(dataset=kw.pop("dataset", "cifar10"), model=kw.pop("model", "lenet50"), **kw)
-
+#: The image chapters, by notebook name, and their modules (each builds its run groups from
+#: :mod:`itlin_core.book.image_settings` and never imports this module back).
+MODULES = {"cifar_few_updates": cifar_few_updates, "cifar_features": cifar_features,
+           "cifar_damping": cifar_damping, "resnet_mnist": resnet_mnist}
+CHAPTERS = tuple(MODULES)
 
 #: The presets whose results the book plots, the larger scale first.
 RECORDED_PRESETS = ("paper", "colab", "laptop")
@@ -91,10 +63,24 @@ def run_groups(chapter: str, preset: str | None = None) -> dict:
     if chapter not in CHAPTERS:
         raise ValueError(f"unknown chapter {chapter!r}; the image chapters are {', '.join(CHAPTERS)}.")
     preset = shown_preset(chapter, preset)
-    module = importlib.import_module(f"{__package__}.{chapter}")
+    module = MODULES[chapter]
     if preset == "laptop" and not getattr(module, "HAS_LAPTOP", False):
         raise ValueError(f"the chapter {chapter!r} has no laptop-scale run groups yet; use smoke, colab or paper.")
     return module.runs(preset)
+
+
+def missing_groups(chapter: str, record) -> list:
+    """The run groups of ``record``'s preset that ``record`` (a loaded results file) lacks: groups
+    added to the chapter's settings after it was recorded, which a later ``--names`` recording
+    adds. Empty for ``None`` (no record)."""
+    if record is None:
+        return []
+    return [g for g in run_groups(chapter, record["preset"]) if g not in record["data"]]
+
+
+def _settings(cfg: ImageRunConfig) -> dict:
+    """Every setting of ``cfg``, as :meth:`~ImageRunConfig.as_dict` writes them, defaults included."""
+    return {**dataclasses.asdict(cfg), **cfg.as_dict()}
 
 
 def scale_table(chapter: str, preset: str = "colab") -> list:
@@ -107,7 +93,7 @@ def scale_table(chapter: str, preset: str = "colab") -> list:
         if name not in colab:
             rows.append((name, "(run)", f"not run at {preset}", "run"))
             continue
-        a, b = colab[name].as_dict(), paper[name].as_dict()
+        a, b = _settings(colab[name]), _settings(paper[name])
         rows += [(name, field, a[field], b[field]) for field in a if a[field] != b[field]]
     rows += [(name, "(run)", "run", "not in the paper") for name in colab if name not in paper]
     return rows
@@ -136,15 +122,24 @@ _REASONS = {
 }
 
 
-def scale_reason(chapter: str, preset: str) -> str:
-    """The sentence a chapter's verdict table ends with when a claim does not reproduce at
-    ``preset``: the settings that differ from the paper's (:func:`scale_table`), in words."""
+def scale_differences(chapter: str, preset: str) -> str:
+    """The settings in which ``preset`` is smaller than the paper's (or its learning rate larger),
+    in words (:func:`scale_table`), e.g. ``"far fewer steps, narrower networks and training
+    subsets"``; ``"none"`` when the settings are the paper's. A chapter glues it into its text."""
     rows = scale_table(chapter, preset)
     found = [words for field, (test, words) in _REASONS.items()
              if any(f == field and test(a, b) for _, f, a, b in rows)]
     if not found:
+        return "none"
+    return found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
+
+
+def scale_reason(chapter: str, preset: str) -> str:
+    """The sentence a verdict table can end with when a claim does not reproduce at ``preset``:
+    :func:`scale_differences` as a sentence."""
+    listed = scale_differences(chapter, preset)
+    if listed == "none":
         return "The settings shown are the paper's."
-    listed = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
     return f"The likely reasons are the settings that differ from the paper's (the scale table): {listed}."
 
 
@@ -335,6 +330,9 @@ def results_summary(chapter: str, results, source) -> str:
         diverged = "" if all(d is None for d in rec["diverged_at"]) else f"; diverged at {rec['diverged_at']}"
         lines.append(f"{name:16s} {len(rec['labels'])} run(s), {rec['n_params']:,} parameters, "
                      f"{rec['n_train']:,} training images, {rec['n_eval']:,} evaluated; {cost_line(rec)}" + diverged)
+    missing = [g for g in run_groups(chapter) if g not in results]
+    if missing:
+        lines.append(f"not in this record (added to the settings after it was made): {', '.join(missing)}")
     return "\n".join(lines)
 
 
@@ -362,6 +360,6 @@ def survives_round_trip(chapter: str, results) -> bool:
     return records_equal(results, back)
 
 
-__all__ = ["CHAPTERS", "RECORDED_PRESETS", "shown_preset", "SMOKE", "CIFAR_PAPER_LR", "COLAB_C", "LAPTOP", "LAPTOP_LR", "FULL_BATCH_CHUNK", "scaled", "group", "run_groups",
-           "scale_table", "scale_table_markdown", "scale_reason", "follows_rule", "rule_table", "run_chapter", "provenance",
+__all__ = ["MODULES", "CHAPTERS", "RECORDED_PRESETS", "shown_preset", "run_groups", "missing_groups",
+           "scale_table", "scale_table_markdown", "scale_differences", "scale_reason", "follows_rule", "rule_table", "run_chapter", "provenance",
            "chapter_results", "computed_on", "results_summary", "COMPILE_EVENTS", "peak_device_bytes", "measured_costs", "cost_line", "recorded_sentence", "survives_round_trip"]

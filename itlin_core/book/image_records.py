@@ -4,6 +4,7 @@ chapters read from it (:func:`best_accuracy`), and the checks every record must 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -92,10 +93,29 @@ def describe(cfg: ImageRunConfig) -> str:
     n = "all training images" if cfg.n_train is None else f"{cfg.n_train:,} training images"
     width = "" if cfg.width is None else f" (width {cfg.width})"
     extra = (f"; probes fitted on {cfg.probe_train:,} images" if cfg.probes else "") + \
-            (f"; first {cfg.n_filters} filters recorded" if cfg.n_filters else "")
+            (f"; first {cfg.n_filters} filters recorded" if cfg.n_filters else "") + \
+            (f"; curvature measured on {cfg.curvature_batch:,} images" if cfg.curvature_batch else "") + \
+            ("; optimiser state reset at every feature update" if cfg.reset_optimizer else "")
     return (f"{cfg.model}{width} on {cfg.dataset}, {cfg.optimizer} lr={cfg.lr:g}, {batch}, {n}"
             f"{', augmented' if cfg.augment else ''}; K in {{{Ks}}}{lams}; {cfg.steps:,} steps, "
             f"evaluated every {cfg.eval_every:,} on {cfg.n_eval:,} test images{extra}")
+
+
+def settings_markdown(groups: dict) -> str:
+    """The run groups of a chapter (``{name: ImageRunConfig}``) as a Markdown table, one row per
+    group: the table of typed settings a chapter notebook displays."""
+    lines = ["| group | model | optimiser | lr | batch | training images | K | λ | steps | evaluated every |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, cfg in groups.items():
+        model = cfg.model + ("" if cfg.width is None else f" (width {cfg.width})")
+        opt = cfg.optimizer + (", restarted at updates" if cfg.reset_optimizer else "")
+        batch = "full" if cfg.batch_size is None else f"{cfg.batch_size:,}"
+        n = "all" if cfg.n_train is None else f"{cfg.n_train:,}"
+        n += ", augmented" if cfg.augment else ""
+        lines.append(f"| `{name}` | {model} | {opt} | {cfg.lr:g} | {batch} | {n} | "
+                     f"{format_setting('Ks', cfg.Ks)} | {format_setting('dampings', cfg.dampings)} | {cfg.steps:,} | "
+                     f"{cfg.eval_every:,} on {cfg.n_eval:,} test images |")
+    return "\n".join(lines)
 
 
 def format_setting(field: str, v) -> str:
@@ -112,6 +132,15 @@ def format_setting(field: str, v) -> str:
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
     return str(v)
+
+
+def config_matches(recorded: dict, cfg: ImageRunConfig) -> bool:
+    """Whether a record's ``config`` (as saved) holds the settings of ``cfg``: equal after filling
+    in, on both sides, the defaults of fields a record may lack (it was written before they
+    existed, or left them out at their defaults, :meth:`~ImageRunConfig.as_dict`)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(ImageRunConfig)
+                if f.default is not dataclasses.MISSING and not isinstance(f.default, tuple)}
+    return {**defaults, **recorded} == {**defaults, **cfg.as_dict()}
 
 
 def records_equal(a, b) -> bool:
@@ -216,5 +245,5 @@ def check_record(name: str, rec: dict, smoke: bool = False, exact: bool = True) 
         assert all(d is None for d in rec["diverged_at"]), (name, rec["diverged_at"])
 
 
-__all__ = ["summarise", "best_accuracy", "accuracy_noise_points", "describe", "format_setting", "records_equal", "check_record",
+__all__ = ["config_matches", "settings_markdown", "summarise", "best_accuracy", "accuracy_noise_points", "describe", "format_setting", "records_equal", "check_record",
            "ANCHOR_RTOL", "ANCHOR_ATOL", "ANCHOR_FLIPS"]

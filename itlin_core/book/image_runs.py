@@ -2,20 +2,16 @@ r"""Image-classification run groups on CIFAR10 and MNIST (Goldwaser and Ge, and 
 
 One :class:`ImageRunConfig` describes a group of runs that share data, model, optimiser and
 step count and differ only in the relinearisation period ``K`` (and optionally the proximal
-damping ``lambda``, Goldwaser and Ge's Fig. 9 bottom); :func:`run_images` trains the whole group
-as **one compiled program** (:func:`itlin_core.make_il_sweep_step`, a ``vmap`` over runs inside
+damping ``lambda``, their Fig. 9 bottom); :func:`run_images` trains the whole group as **one
+compiled program** (:func:`itlin_core.make_il_sweep_step`, a ``vmap`` over runs inside
 ``lax.scan``), evaluates the network and its linearised proxy (their Fig. 2 plots both),
-optional linear probes (Fig. 5) and first-layer filters (Fig. 6), and can checkpoint and resume
-bit for bit (:func:`itlin_core.train` with ``checkpoint_path``, for Colab disconnects).
-:func:`itlin_core.book.image_records.summarise` turns the history into the record that
-:func:`itlin_core.book.records.save_results` writes and the chapters plot; the chapters'
-settings per preset are in :mod:`itlin_core.book.image_chapters` and the chapter modules.
+optional linear probes (Fig. 5), first-layer filters (Fig. 6) and the curvature of each
+linearisation, and checkpoints and resumes bit for bit (:func:`itlin_core.train`).
 
-Losses are the mean softmax cross-entropy over the batch (softmax outside the linearisation).
-Losses and accuracies are computed per evaluation on ``n_eval`` test images and as many
-(un-augmented) training images, in chunks of ``eval_batch``. At the ``smoke`` preset the same
-code runs on in-format stand-in data (:func:`itlin_core.datasets.write_stand_in`): never a
-CIFAR10 or MNIST result.
+Losses are the mean softmax cross-entropy over the batch (softmax outside the linearisation),
+evaluated on ``n_eval`` test images and as many (un-augmented) training images, in chunks of
+``eval_batch``. At the ``smoke`` preset the same code runs on in-format stand-in data
+(:func:`itlin_core.datasets.write_stand_in`): never a CIFAR10 or MNIST result.
 """
 
 from __future__ import annotations
@@ -52,22 +48,19 @@ class ImageRunConfig:
       dataset: ``"cifar10"`` or ``"mnist"``.
       model: ``"lenet50"`` (Goldwaser and Ge, App. C.2.1), ``"resnet18"`` or ``"resnet18_bn"`` (Fig. 10).
       steps, eval_every: training steps, and steps between evaluations.
+      lr: the learning rate of ``optimizer`` (``"sgd"``: plain SGD; ``"adam"``: optax's Adam).
       Ks: one run per relinearisation period (``None`` = never relinearise, K = inf) or rule, a
         text spec ``"geometric(K0, ratio)"`` or ``"on_drift(tol)"``
         (:func:`itlin_core.book.common.parse_rule`; the refresh-rule chapter's rules at scale).
       drift_every: drift-triggered rules measure the drift at every ``drift_every``-th step
         (:func:`itlin_core.make_il_sweep_step`).
-      lr: the learning rate of ``optimizer`` (``"sgd"``: plain SGD; ``"adam"``: Adam with
-        optax's defaults otherwise).
       dampings: the proximal weight ``lambda`` (``lambda/2 ||theta - theta_s||^2`` added to the
         linearised loss); one value for all runs, or one per entry of ``Ks`` (then ``Ks`` may be
         a single value, repeated).
       batch_size: minibatch size; ``None`` is full-batch gradient descent.
-      microbatch: accumulate each step's gradient over chunks of this many images
-        (:func:`itlin_core.linearised_value_and_grad`): the same step, in memory that grows
-        with the chunk rather than the batch (a full-batch step on 50,000 CIFAR10 images needs
-        it); ``None`` takes the batch at once. Not with ``resnet18_bn``, whose batch statistics
-        would become per chunk.
+      microbatch: accumulate each step's gradient over chunks of this many images, the same step
+        in less memory (:func:`itlin_core.linearised_value_and_grad`); ``None``: the batch at
+        once. Not with ``resnet18_bn`` (its batch statistics would become per chunk).
       augment: random crops (4-pixel padding) and horizontal flips, drawn per step.
       n_train: train on the first ``n_train`` images of a fixed random order (``None``: all).
       n_eval, eval_batch: images evaluated per split, and the chunk size of evaluation.
@@ -76,6 +69,13 @@ class ImageRunConfig:
         ``probe_train`` training images with relative ridge ``probe_ridge``.
       n_filters: record the change of LeNet's first ``n_filters`` first-layer filters from
         initialisation at every evaluation (Goldwaser and Ge 2024, Fig. 6).
+      reset_optimizer: restart the optimiser's state at every relinearisation
+        (:func:`itlin_core.make_il_step`); the papers do not say whether they do.
+      curvature_batch: at every evaluation, the largest curvature of each run's linearised
+        training loss at its anchor (:func:`itlin_core.max_curvature`, ``curvature_iterations``
+        power iterations) on the first ``curvature_batch`` training images, recorded as the
+        metric ``curvature`` (``0``: none). SGD is stable on a linearisation while
+        ``lr * curvature / 2 < 1``.
       seed: initialisation, data order, augmentation and subset all derive from it.
     """
 
@@ -99,49 +99,47 @@ class ImageRunConfig:
     probe_ridge: float = 1e-3
     n_filters: int = 0
     drift_every: int = 1
+    reset_optimizer: bool = False
+    curvature_batch: int = 0
+    curvature_iterations: int = 10
     seed: int = 0
 
     def __post_init__(self):
-        if self.dataset not in DATASETS:
-            raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}.")
-        if self.model not in MODELS:
-            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}.")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}.")
-        for name in ("steps", "eval_every", "n_eval", "eval_batch", "drift_every"):
+        for name, allowed in (("dataset", DATASETS), ("model", MODELS), ("optimizer", OPTIMIZERS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}.")
+        for name, low in (("steps", 1), ("eval_every", 1), ("n_eval", 1), ("eval_batch", 1), ("drift_every", 1),
+                          ("curvature_batch", 0), ("curvature_iterations", 1)):
             v = getattr(self, name)
-            if isinstance(v, bool) or int(v) != v or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}.")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
+        for name in ("batch_size", "n_train", "width"):   # None: full batch, all images, the paper's width
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or int(v) != v or v < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {v!r}.")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}.")
+        if not isinstance(self.reset_optimizer, bool):
+            raise ValueError(f"reset_optimizer must be True or False, got {self.reset_optimizer!r}.")
         if not len(self.Ks):
             raise ValueError("Ks must hold at least one relinearisation period.")
         for k in self.Ks:
-            if isinstance(k, str):
-                parse_rule(k)
-            else:
-                check_period(k)
+            parse_rule(k) if isinstance(k, str) else check_period(k)
         for lam in self.dampings:
             check_damping(lam)
         if not len(self.dampings) or (len(self.dampings) > 1 and len(self.Ks) > 1
                                       and len(self.dampings) != len(self.Ks)):
             raise ValueError(f"dampings must hold one value, or one per K; got {len(self.dampings)} "
                              f"dampings for {len(self.Ks)} values of K.")
-        if self.batch_size is not None and (int(self.batch_size) != self.batch_size or self.batch_size < 1):
-            raise ValueError(f"batch_size must be a positive integer or None (full batch), got {self.batch_size!r}.")
         check_microbatch(self.microbatch)
         if self.microbatch is not None and self.model == "resnet18_bn":
             raise ValueError("microbatch would normalise each chunk by its own BatchNorm statistics, "
                              "which is another model than resnet18_bn on the whole batch; use None.")
         if self.microbatch is not None and self.batch_size is not None and self.batch_size % self.microbatch:
             raise ValueError(f"microbatch ({self.microbatch}) must divide batch_size ({self.batch_size}).")
-        if self.n_train is not None and (int(self.n_train) != self.n_train or self.n_train < 1):
-            raise ValueError(f"n_train must be a positive integer or None (all images), got {self.n_train!r}.")
         if (self.probes or self.n_filters) and self.model != "lenet50":
             raise ValueError("probes and n_filters are implemented for model='lenet50' only "
                              "(the network of Goldwaser and Ge 2024, Figs. 5 and 6).")
-        if self.width is not None and (int(self.width) != self.width or self.width < 1):
-            raise ValueError(f"width must be a positive integer or None, got {self.width!r}.")
 
     @property
     def runs(self) -> list:
@@ -159,8 +157,11 @@ class ImageRunConfig:
 
     def as_dict(self) -> dict:
         """The settings as plain JSON values (``None`` for K = inf), as records and checkpoints
-        store them."""
-        d = dataclasses.asdict(self)
+        store them. Fields added after the first records (``reset_optimizer``, ``curvature_*``)
+        appear only when they differ from their defaults, so older records still match."""
+        d = {k: v for k, v in dataclasses.asdict(self).items()
+             if not (k in ("reset_optimizer", "curvature_batch", "curvature_iterations")
+                     and v == ImageRunConfig.__dataclass_fields__[k].default)}
         d["Ks"] = [k if isinstance(k, str) else None if k is None or k == math.inf else int(k) for k in self.Ks]
         d["dampings"] = [float(v) for v in self.dampings]
         return d
@@ -173,13 +174,12 @@ def image_data(dataset: str, preset: str | None = None, *, data_dir=None, stand_
                stand_in_sizes=SMOKE_SIZES, progress=None, verify: bool = True) -> dict:
     """The images for a chapter: the real data set, or in-format stand-in data at ``smoke``.
 
-    ``stand_in`` defaults to ``preset == "smoke"`` or the environment variable
-    ``ITLIN_STAND_IN=1`` (for GPU timing runs without the data). Stand-in images are written once
-    per size into ``<tmp>/itlin-stand-in`` in the upstream on-disk format and read back by the
-    same loader as the real files (:func:`itlin_core.datasets.cifar10` / ``mnist`` with
-    ``verify=False``). Real data come from ``data_dir``, checked against the published checksums
-    unless ``verify=False`` (a re-encoded copy, whose records must say so). Returns the loader's dict (uint8 NHWC images, int labels) plus
-    ``stand_in`` (bool) and ``mean``/``std``, the training images' channel statistics.
+    ``stand_in`` defaults to ``preset == "smoke"`` or ``ITLIN_STAND_IN=1`` (GPU timing runs without
+    the data). Stand-in images are written once per size into ``<tmp>/itlin-stand-in`` in the
+    upstream format and read back by the real loaders (``verify=False``). Real data come from
+    ``data_dir``, checked against the published checksums unless ``verify=False`` (a re-encoded
+    copy, whose records must say so). Returns the loader's dict (uint8 NHWC images, int labels)
+    plus ``stand_in`` and ``mean``/``std``, the training images' channel statistics.
     """
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}.")
@@ -255,14 +255,15 @@ def _eval_chunks(x, y, n, chunk):
     return (*ic.split_microbatches((x[:n], y[:n]), chunk), n)
 
 
-def make_image_eval(apply_fn, cfg: ImageRunConfig, splits: Mapping[str, tuple], params0, probe_data=None):
-    """``eval_fn(state) -> dict`` for one run (vmap it over a sweep): for each split
-    ``{name: (x_chunks, y_chunks)}``, the mean cross-entropy and accuracy of the network and of
-    its linearised proxy (at ``state.anchor``), computed chunk by chunk with ``lax.map``; plus
-    ``probe{1,2}_test_accuracy`` (linear probes, when ``cfg.probes``; ``probe_data`` is
-    ``(x_fit, y_fit, x_test, y_test)``), ``filters`` (the first ``cfg.n_filters`` first-layer
-    filters minus their initial values) and ``updates`` (the linearisations used so far,
-    ``state.updates``)."""
+def make_image_eval(apply_fn, cfg: ImageRunConfig, splits: Mapping[str, tuple], params0, probe_data=None,
+                    curvature_data=None):
+    """``eval_fn(state) -> dict`` for one run (vmap it over a sweep): for each split ``{name:
+    (x_chunks, y_chunks)}``, the mean cross-entropy and accuracy of the network and of its proxy
+    (at ``state.anchor``), chunk by chunk with ``lax.map``; ``probe{1,2}_test_accuracy`` (when
+    ``cfg.probes``; ``probe_data = (x_fit, y_fit, x_test, y_test)``), ``filters`` (the first
+    ``cfg.n_filters`` first-layer filters minus their initial values), ``curvature`` (when
+    ``cfg.curvature_batch``: :func:`itlin_core.max_curvature` at ``state.anchor`` on
+    ``curvature_data = (x, y)``) and ``updates`` (the linearisations used, ``state.updates``)."""
 
     def eval_fn(state):
         proxy = ic.linearise(apply_fn, state.anchor)
@@ -287,6 +288,10 @@ def make_image_eval(apply_fn, cfg: ImageRunConfig, splits: Mapping[str, tuple], 
                                     ic.lenet50_features(state.params, xt, layer), yt,
                                     ridge=cfg.probe_ridge, num_classes=10)
                 res[f"probe{layer}_test_accuracy"] = p["test_accuracy"]
+        if cfg.curvature_batch:
+            xk, yk = curvature_data
+            res["curvature"] = ic.max_curvature(apply_fn, ic.softmax_cross_entropy, state.anchor, xk, yk,
+                                                iterations=cfg.curvature_iterations)
         if cfg.n_filters:
             w = state.params["conv1"]["w"] - params0["conv1"]["w"]
             res["filters"] = w[..., :cfg.n_filters]
@@ -302,7 +307,7 @@ def group_step(cfg: ImageRunConfig, model, opt):
     Ks = [parse_rule(k) if isinstance(k, str) else k for k, _ in cfg.runs]
     step, _ = ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, Ks,
                                     damping=lams[0] if len(set(lams)) == 1 else lams, microbatch=cfg.microbatch,
-                                    drift_every=cfg.drift_every)
+                                    drift_every=cfg.drift_every, reset_optimizer=cfg.reset_optimizer)
     return step
 
 
@@ -331,23 +336,21 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
     """Train every run of ``cfg`` at once on ``data`` (from :func:`image_data`).
 
     All runs start from the same initialisation and see the same batches; run ``i`` uses
-    ``cfg.runs[i]``. A run whose loss becomes non-finite keeps going as NaN inside the batch
-    (the others are unaffected); :func:`summarise` reports the step where it diverged and masks
-    its later evaluations. With ``checkpoint_path`` the run checkpoints every
-    ``checkpoint_every`` steps (default: every 10 evaluations) and resumes from the file when it
-    exists (``stop_at`` stops early, to fit a session); see :func:`itlin_core.train`. The runs are
-    split over the devices of ``mesh`` (default: every visible device; :mod:`itlin_core.sharding`),
-    and a checkpoint resumes on any number of devices.
+    ``cfg.runs[i]``. A run whose loss becomes non-finite keeps going as NaN inside the batch (the
+    others are unaffected); :func:`~itlin_core.book.image_records.summarise` reports the step where
+    it diverged and masks its later evaluations. With ``checkpoint_path`` the group checkpoints
+    every ``checkpoint_every`` steps (default: every 10 evaluations) and resumes from the file,
+    on any number of devices (``stop_at`` stops early, to fit a session); the runs are split over
+    the devices of ``mesh`` (:func:`itlin_core.train`, :mod:`itlin_core.sharding`).
 
-    The training loss is recorded as its mean over each evaluation interval (``loss_every =
-    eval_every`` in :func:`itlin_core.train`): that is all a record keeps, and per-step losses
-    would take 480 MB at the paper scale of Goldwaser and Ge 2024, Fig. 2 (6e7 steps, two runs), in
-    memory and in every
-    checkpoint. The step where a run diverged is still exact (``nonfinite_at``).
+    The training loss is kept as its mean over each evaluation interval (``loss_every =
+    eval_every``): that is all a record keeps, and per-step losses of the paper's 6e7 steps would
+    take hundreds of MB in every checkpoint. The step where a run diverged stays exact.
 
-    Returns the :func:`itlin_core.train` history (``loss`` of shape ``(intervals, runs)``,
-    ``nonfinite_at`` of shape ``(runs,)``, evaluations of shape ``(evals, runs, ...)``) plus ``config``, the final ``state`` (stacked
-    over runs), ``params0``, ``apply_fn``, ``n_params``, ``n_train``, ``n_eval`` and ``stand_in``.
+    Returns the :func:`itlin_core.train` history (``loss`` ``(intervals, runs)``, ``nonfinite_at``
+    ``(runs,)``, evaluations ``(evals, runs, ...)``) plus ``config``, the final ``state``
+    (stacked over runs), ``params0``, ``apply_fn``, ``n_params``, ``n_train``, ``n_eval`` and
+    ``stand_in``.
     """
     runs = cfg.runs
     x_tr, y_tr = training_subset(cfg, data)
@@ -374,8 +377,12 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
     if cfg.probes:
         n_fit = min(cfg.probe_train, len(y_tr))
         probe_data = (norm(x_tr[:n_fit]), jnp.asarray(y_tr[:n_fit]), x_te[:n_eval], y_te[:n_eval])
+    curvature_data = None
+    if cfg.curvature_batch:
+        n_k = min(cfg.curvature_batch, len(y_tr))
+        curvature_data = (norm(x_tr[:n_k]), jnp.asarray(y_tr[:n_k]))
     eval_fn = jax.vmap(make_image_eval(model.apply, cfg, {"test": (xtc, ytc), "train": (xrc, yrc)},
-                                       params0, probe_data))
+                                       params0, probe_data, curvature_data))
     states = ic.replicate(ic.init_il_state(params0, opt), len(runs))
     desc = desc or f"{cfg.model} on {cfg.dataset}: {len(runs)} run(s)"
     checkpointing = {} if checkpoint_path is None else dict(

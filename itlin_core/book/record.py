@@ -40,6 +40,7 @@ import jax
 import itlin_core as ic
 
 from .image_chapters import CHAPTERS, RECORDED_PRESETS, cost_line, run_chapter, run_groups
+from .image_records import config_matches
 from .image_runs import image_data
 from .records import load_results, results_path, save_results
 
@@ -62,6 +63,14 @@ def missing_data(dataset: str, data_dir) -> str | None:
         if all((folder / n).exists() or (folder / (n + ".gz")).exists() for n in names):
             return None
     return f"--data {root} holds no MNIST: expected the four files {', '.join(n + '.gz' for n in names)} in it."
+
+
+def stale_groups(recorded: dict, groups: dict) -> tuple[dict, list]:
+    """``(kept, stale)``: the groups of a record (``{name: record}``) that match the chapter's
+    settings ``groups`` now, and the names of those that do not (settings changed since, or a
+    group the chapter no longer has)."""
+    kept = {k: v for k, v in recorded.items() if k in groups and config_matches(v.get("config", {}), groups[k])}
+    return kept, [k for k in recorded if k not in kept]
 
 
 def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: bool = True,
@@ -98,7 +107,13 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
         raise RuntimeError("stand-in data reached a record; nothing was written.")
     previous = load_results(chapter, (preset,), results_dir=results_dir)
     if previous is not None and set(names) != set(groups):
-        results = {**{k: v for k, v in previous["data"].items() if k not in results}, **results}
+        kept, stale = stale_groups(previous["data"], groups)
+        for name in stale:
+            if name not in results:
+                print(f"note: {chapter}/{name} in the existing record was made with other settings than the chapter's "
+                      "now; it is left out of the new record (git history keeps it). Record it again with "
+                      f"--names {name}.", flush=True)
+        results = {**{k: v for k, v in kept.items() if k not in results}, **results}
         results = {k: results[k] for k in groups if k in results}    # the chapter's order
     note = data_note.strip() if data_note else None
     if not ic.sharding.is_writer():    # another host of a multi-host run: process 0 writes the record
@@ -153,7 +168,7 @@ def _mesh(args):
     return ic.run_mesh(devices[:args.devices] if args.devices else devices)
 
 
-__all__ = ["missing_data", "record_chapter", "main"]
+__all__ = ["missing_data", "stale_groups", "record_chapter", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())
