@@ -204,7 +204,7 @@ def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.G
     Returns ``(step, rules)``: ``step(states, batch)`` expects ``states`` stacked along a
     leading axis of length ``len(Ks)`` (see :func:`replicate`) and the same batch for all runs;
     ``rules`` is the stacked :class:`~itlin_core.RelinRule` (``rules.period`` the periods);
-    ``step.run_labels`` names the runs (``"K=30"``, ``"K=never"``, ``"geometric(10, 2)"``) for
+    ``step.run_labels`` names the runs (``"K=30"``, ``"K=∞"``, ``"geometric(10, 2)"``) for
     :func:`itlin_core.train`'s divergence warnings.
 
     Raises:
@@ -273,18 +273,9 @@ def _sweep(vstep, rules, lams, drift_every, names, padded: dict | None = None):
 
 
 def _run_label(K) -> str:
-    """A run's name for warnings: "K=30", "K=never", "geometric(10, 2)", "on_drift(0.1)"."""
-    if not isinstance(K, RelinRule):
-        if K is None or (isinstance(K, float) and math.isinf(K)):
-            return "K=never"
-        return f"K={K:g}" if isinstance(K, float) else f"K={K}"
-    period, ratio, tol = (np.asarray(v).item() for v in K)
-    never = period >= K_NEVER
-    if math.isfinite(tol):
-        return f"on_drift({tol:.3g})" + ("" if never else f", max_period={period}")
-    if ratio != 1:
-        return f"geometric({period}, {ratio:g})"
-    return "K=never" if never else f"K={period}"
+    """A run's name for warnings, as :class:`~itlin_core.RelinRule` prints it: "K=30", "K=∞",
+    "geometric(10, 2)", "on_drift(0.1)"."""
+    return str(as_rule(K))
 
 
 def replicate(tree: PyTree, n: int) -> PyTree:

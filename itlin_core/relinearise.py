@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from typing import NamedTuple, Sequence
 
 import jax
@@ -47,6 +48,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._validate import K_NEVER, check_period, is_traced
+
+#: The texts :meth:`RelinRule.parse` reads: ``K=<period>`` (or a bare period), or a rule's call.
+_SPEC = re.compile(r"^(?:K\s*=\s*)?(?P<k>[^()=]+)$|^(?P<name>every|geometric|on_drift)\s*\((?P<args>.*)\)$")
+
+
+def _number(text: str, spec: str) -> float:
+    """``text`` as a number (a whole float becomes an int), or a ValueError naming ``spec``."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"the arguments of the relinearisation rule {spec!r} must be numbers, got {text!r}.") from None
+    return int(v) if math.isfinite(v) and v.is_integer() else v
+
 
 # Periods at or beyond this (from ratio**j growing) mean "never": 2**30 steps is out of reach,
 # and float32 holds it exactly, so the cast to int32 cannot overflow.
@@ -65,6 +79,98 @@ class RelinRule(NamedTuple):
     period: jax.Array
     ratio: jax.Array
     tol: jax.Array
+
+    @classmethod
+    def parse(cls, spec) -> "RelinRule":
+        """The rule a value or a text names, the one syntax of records, tables and settings.
+
+        Accepted: a rule (returned as is); a period as :func:`itlin_core.make_il_step` takes it
+        (a positive whole number, ``None`` or ``math.inf``); or a text ``"K=10"`` (also ``"10"``,
+        ``"K=1e3"``, ``"every(10)"``), ``"K=∞"`` (also ``"K=inf"``, ``"never"``),
+        ``"geometric(K0, ratio)"``, ``"on_drift(tol)"`` or ``"on_drift(tol, max_period=K)"``.
+        ``str`` of a rule is such a text, and ``RelinRule.parse(str(rule))`` is the rule again.
+
+        Raises:
+          ValueError: any other text or value, or arguments the rule refuses (``K0 < 1``,
+            ``ratio < 1``, ``tol < 0``, NaN).
+
+        >>> import itlin_core as ic
+        >>> rule = ic.RelinRule.parse("geometric(10, 1.5)")
+        >>> str(rule), str(ic.RelinRule.parse("K=1000")), str(ic.RelinRule.parse(None))
+        ('geometric(10, 1.5)', 'K=1e3', 'K=∞')
+        """
+        if not isinstance(spec, str):
+            return as_rule(spec)
+        text = " ".join(spec.split())
+        m = _SPEC.match(text)
+        if m is None:
+            raise ValueError(f"a relinearisation rule must read 'K=<period>', 'K=∞', 'geometric(K0, ratio)', "
+                             f"'on_drift(tol)' or 'on_drift(tol, max_period=K)', got {spec!r}.")
+        name = m.group("name")
+        if name is None:                                    # K=..., a bare number, never
+            value = m.group("k").strip()
+            if value in ("∞", "inf", "never", "None"):
+                return every(None)
+            try:
+                return every(_number(value, spec))
+            except ValueError as err:
+                if "must be numbers" not in str(err):
+                    raise
+                raise ValueError(f"a relinearisation rule must read 'K=<period>', 'K=∞', 'geometric(K0, ratio)', "
+                                 f"'on_drift(tol)' or 'on_drift(tol, max_period=K)', got {spec!r}.") from None
+        args = [a.strip() for a in m.group("args").split(",")]
+        if name == "every" and len(args) == 1:
+            return every(_number(args[0], spec))
+        if name == "geometric" and len(args) == 2:
+            return geometric(_number(args[0], spec), _number(args[1], spec))
+        if name == "on_drift" and len(args) in (1, 2):
+            max_period = None
+            if len(args) == 2:
+                key, _, value = args[1].partition("=")
+                if key.strip() != "max_period":
+                    raise ValueError(f"on_drift's second argument is max_period=K, got {spec!r}.")
+                max_period = _number(value.strip(), spec)
+            return on_drift(_number(args[0], spec), max_period=max_period)
+        raise ValueError(f"wrong number of arguments in the relinearisation rule {spec!r}: every(K), "
+                         "geometric(K0, ratio), on_drift(tol) or on_drift(tol, max_period=K).")
+
+    def __str__(self) -> str:
+        if np.ndim(self.period):                             # stacked rules: one text per run
+            return "[" + ", ".join(str(RelinRule(*(np.asarray(v)[i] for v in self)))
+                                   for i in range(np.shape(self.period)[0])) + "]"
+        period, ratio, tol = (np.asarray(v).item() for v in self)
+        never = period >= K_NEVER
+        if math.isfinite(tol):
+            return f"on_drift({tol:.3g})" if never else f"on_drift({tol:.3g}, max_period={period})"
+        if ratio != 1:
+            return f"geometric({period}, {ratio:g})"
+        if never:
+            return "K=∞"
+        if period >= 1000 and 10 ** round(math.log10(period)) == period:
+            return f"K=1e{round(math.log10(period))}"
+        return f"K={period}"
+
+    def feature_updates(self, steps) -> np.ndarray:
+        """The number of linearisations a run under this rule has used after each of ``steps``
+        steps, the initial one included: ``ceil(t / K)`` (at least 1) for a fixed period, 1 for
+        never, the schedule's count for a geometric rule (:func:`relin_steps`). A drift rule's
+        count depends on the run (its ``state.updates``), so it raises ValueError.
+
+        >>> import itlin_core as ic
+        >>> ic.every(10).feature_updates([0, 10, 11, 95]).tolist()
+        [1, 1, 2, 10]
+        """
+        t = np.asarray(steps, dtype=np.int64).reshape(-1)
+        period, ratio, tol = (np.asarray(v).item() for v in self)
+        if math.isfinite(tol):
+            raise ValueError(f"the number of feature updates of {self} depends on the run; read it from the run's "
+                             "state.updates instead.")
+        if period >= K_NEVER:
+            return np.ones(len(t), np.int64)
+        if ratio == 1:
+            return np.maximum(1, -(-t // period))
+        starts = np.asarray(relin_steps(self, int(t.max(initial=0))), np.int64)
+        return np.maximum(1, np.searchsorted(starts, t, side="left"))
 
 
 def _real(name, value, *, low, allow_inf):

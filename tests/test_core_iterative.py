@@ -310,7 +310,7 @@ def test_by_default_a_sweep_keeps_its_healthy_runs_and_names_the_one_that_diverg
     x, y = X, 0.3 * X[:, 0]
     opt = optax.sgd(0.05)
     step, _ = ic.make_il_sweep_step(apply, ic.squared_error, opt, (1, 4, None))
-    assert step.run_labels == ["K=1", "K=4", "K=never"]
+    assert step.run_labels == ["K=1", "K=4", "K=∞"]
     runs = [ic.init_il_state({"a": jnp.asarray(a)}, opt) for a in (0.5, 30.0, 0.5)]
     state = jax.tree.map(lambda *a: jnp.stack(a), *runs)
     with pytest.warns(RuntimeWarning, match=r"K=4 \(run 1 of 3\) became non-finite at step \d+"):

@@ -121,8 +121,8 @@ def test_a_sweep_of_mixed_rules_matches_single_runs():
     opt = optax.sgd(0.01)
     Ks = [1, 5, None, ic.geometric(2, 2.0), ic.on_drift(0.02), ic.on_drift(0.05, max_period=6)]
     step, rules = ic.make_il_sweep_step(model.apply, loss_fn, opt, Ks)
-    assert step.run_labels == ["K=1", "K=5", "K=never", "geometric(2, 2)", "on_drift(0.02)",
-                               "on_drift(0.05), max_period=6"]
+    assert step.run_labels == ["K=1", "K=5", "K=∞", "geometric(2, 2)", "on_drift(0.02)",
+                               "on_drift(0.05, max_period=6)"]
     assert rules.period.shape == (6,)
     params = model.init(jax.random.PRNGKey(0))
     states = ic.replicate(ic.init_il_state(params, opt), len(Ks))
@@ -194,3 +194,58 @@ def test_rules_bench_times_every_rule_against_fixed_k():
     t = bench.rules_bench(batch=8, rounds=1, steps=1, model=ic.mlp([6, 8, 10]), input_shape=(6,))
     assert set(t) == {"K=10", *bench.RULES, *(f"{k} / K=10" for k in bench.RULES)}
     assert all(np.isfinite(v) and v > 0 for v in t.values())
+
+
+# ---- one rule type: parse, print, count --------------------------------------------------------
+RULES = st.one_of(
+    st.integers(1, 10 ** 7).map(ic.every),
+    st.just(ic.every(None)),
+    st.tuples(st.integers(1, 5000), st.sampled_from([1.1, 1.5, 2.0, 3.0])).map(lambda a: ic.geometric(*a)),
+    st.sampled_from([0.0, 0.01, 0.05, 0.2, 1.0, 7.5]).map(ic.on_drift),
+    st.tuples(st.sampled_from([0.05, 0.3]), st.integers(1, 10 ** 5)).map(lambda a: ic.on_drift(a[0], max_period=a[1])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(RULES)
+def test_a_rule_prints_as_text_that_parses_back_to_it(rule):
+    text = str(rule)
+    back = ic.RelinRule.parse(text)
+    assert str(back) == text
+    for a, b in zip(rule, back):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
+
+
+@pytest.mark.parametrize("text, same", [
+    ("K=10", ic.every(10)), ("10", ic.every(10)), ("every(10)", ic.every(10)), ("K=1e3", ic.every(1000)),
+    ("K=∞", ic.every(None)), ("K=inf", ic.every(None)), ("never", ic.every(None)), (None, ic.every(None)),
+    (math.inf, ic.every(None)), (7, ic.every(7)), ("geometric( 10 , 1.5 )", ic.geometric(10, 1.5)),
+    ("on_drift(0.1, max_period=50)", ic.on_drift(0.1, max_period=50))])
+def test_the_texts_a_rule_is_written_as(text, same):
+    got = ic.RelinRule.parse(text)
+    assert str(got) == str(same)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("sometimes", "must read"), ("K=0", "at least 1"), ("K=2.5", "whole number"), ("geometric(1)", "arguments"),
+    ("geometric(0, 1.5)", "at least 1"), ("on_drift(x)", "numbers"), ("on_drift(-1)", "tol"),
+    ("on_drift(0.1, foo=3)", "max_period"), ("every(1, 2)", "arguments"), (True, "K")])
+def test_a_text_that_names_no_rule_is_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        ic.RelinRule.parse(bad)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.integers(1, 300).map(ic.every), st.just(ic.every(None)),
+                 st.tuples(st.integers(1, 20), st.sampled_from([1.3, 2.0])).map(lambda a: ic.geometric(*a))),
+       st.lists(st.integers(0, 2000), min_size=1, max_size=8))
+def test_feature_updates_count_the_schedule(rule, steps):
+    """The count of linearisations used after t steps is the number of scheduled relinearisations
+    before t (at least the first), from relin_steps."""
+    starts = ic.relin_steps(rule, max(steps) + 1)
+    want = [max(1, sum(s < t for s in starts)) for t in steps]
+    assert rule.feature_updates(steps).tolist() == want
+
+
+def test_a_drift_rule_has_no_count_in_advance():
+    with pytest.raises(ValueError, match="depends on the run"):
+        ic.on_drift(0.1).feature_updates([10])

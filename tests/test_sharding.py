@@ -118,7 +118,7 @@ def test_a_padded_sweep_step_repeats_the_last_run_and_keeps_the_others():
     step, state, batches, _ = worker.toy_sweep()
     padded = step.with_runs(5)
     assert (step.runs, padded.runs) == (3, 5) and step.with_runs(5) is padded and step.with_runs(3) is step
-    assert padded.run_labels[:3] == step.run_labels and padded.run_labels[3:] == ["K=never (padding)"] * 2
+    assert padded.run_labels[:3] == step.run_labels and padded.run_labels[3:] == ["K=∞ (padding)"] * 2
     batch = batches.fn(batches.data, jnp.int32(0))
     s3, m3 = jax.jit(step)(state, batch)
     s5, m5 = jax.jit(padded)(ic.pad_runs(state, 5), batch)

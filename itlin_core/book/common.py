@@ -92,8 +92,8 @@ RULE_SPEC = re.compile(r"^\s*(geometric|on_drift)\s*\((.*)\)\s*$")
 
 
 def parse_rule(spec: str):
-    """The rule a text spec names: ``"geometric(K0, ratio)"`` (:func:`itlin_core.geometric`) or
-    ``"on_drift(tol)"`` (:func:`itlin_core.on_drift`).
+    """The rule a text spec names, ``"geometric(K0, ratio)"`` or ``"on_drift(tol)"``: the specs
+    a run group's ``Ks`` may hold besides periods (:meth:`itlin_core.RelinRule.parse` reads them).
 
     >>> parse_rule("geometric(10, 1.5)").period
     Array(10, dtype=int32)
@@ -106,18 +106,7 @@ def parse_rule(spec: str):
     if m is None:
         raise ValueError(f"a relinearisation rule spec must read 'geometric(K0, ratio)' or 'on_drift(tol)', "
                          f"got {spec!r}.")
-    name, args = m.group(1), [a.strip() for a in m.group(2).split(",")]
-    try:
-        nums = [float(a) for a in args]
-    except ValueError:
-        raise ValueError(f"the arguments of the rule spec {spec!r} must be numbers.") from None
-    if name == "geometric":
-        if len(nums) != 2 or nums[0] != int(nums[0]):
-            raise ValueError(f"'geometric' takes a whole first period K0 and a ratio, got {spec!r}.")
-        return ic.geometric(int(nums[0]), nums[1])
-    if len(nums) != 1:
-        raise ValueError(f"'on_drift' takes one threshold, got {spec!r}.")
-    return ic.on_drift(nums[0])
+    return ic.RelinRule.parse(spec)
 
 
 def rule_family(K) -> str:
@@ -129,16 +118,9 @@ def rule_family(K) -> str:
 
 
 def k_label(K) -> str:
-    """``"K=1"``, ``"K=1e3"``, ``"K=∞"`` for legends; a rule spec (:func:`parse_rule`) as written."""
-    if isinstance(K, str):
-        parse_rule(K)
-        return " ".join(K.split())
-    if K is None or K == math.inf:
-        return "K=∞"
-    K = int(K)
-    if K >= 1000 and 10 ** round(math.log10(K)) == K:
-        return f"K=1e{int(round(math.log10(K)))}"
-    return f"K={K}"
+    """``"K=1"``, ``"K=1e3"``, ``"K=∞"`` for legends; a rule spec as written: the text
+    :class:`itlin_core.RelinRule` prints."""
+    return str(parse_rule(K) if isinstance(K, str) else ic.RelinRule.parse(K))
 
 
 def k_text(K) -> str:
@@ -149,28 +131,13 @@ def k_text(K) -> str:
 
 
 def feature_updates(Ks, steps) -> np.ndarray:
-    """Number of linearisations used up to each step, the initial one included: ``ceil(t / K)``
-    for finite ``K`` (at least 1; ``t`` for ``K = 1``), 1 for ``K = None`` or ``math.inf``, and the
-    schedule of a ``"geometric(...)"`` spec (:func:`itlin_core.relin_steps`). Shape
-    ``(len(steps), len(Ks))``. A drift-triggered rule's count depends on the run (read it from
-    the run's ``state.updates``), so an ``"on_drift(...)"`` spec raises ValueError."""
+    """Number of linearisations used up to each step, per K (a period or a rule spec), counted by
+    :meth:`itlin_core.RelinRule.feature_updates`; shape ``(len(steps), len(Ks))``. A
+    drift-triggered rule's count depends on the run, so an ``"on_drift(...)"`` spec raises
+    ValueError."""
     t = np.asarray(steps, dtype=np.int64).reshape(-1)
-
-    def column(k):
-        if isinstance(k, str):
-            if rule_family(k) == "drift":
-                raise ValueError(f"the number of feature updates of {k!r} depends on the run; read it from "
-                                 "the run's state.updates (a record's feature_updates) instead.")
-            starts = np.asarray(ic.relin_steps(parse_rule(k), int(t.max(initial=0))), np.int64)
-            return np.maximum(1, np.searchsorted(starts, t, side="left"))
-        if k is None or k == math.inf:
-            return np.ones(len(t), np.int64)
-        return np.maximum(1, -(-t // int(k)))
-
-    cols = [column(k) for k in Ks]
+    cols = [(parse_rule(k) if isinstance(k, str) else ic.RelinRule.parse(k)).feature_updates(t) for k in Ks]
     return np.stack(cols, axis=1) if cols else np.zeros((len(t), 0), np.int64)
-
-
 
 
 def proxy_outputs(apply_fn, states, x):
