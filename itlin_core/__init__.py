@@ -39,7 +39,7 @@ from .gauss_newton import TGNResult, damping_min_eigenvalue, gd_steps_to_toleran
 from .iterative import ILState, init_il_state, make_il_eval, make_il_step, make_il_sweep_step, period_as_int, replicate
 from .linearise import linearise, linearised_objective, linearised_value_and_grad, tree_sub, tree_vdot
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
-from .mean_field import make_gd_step, make_gn_step, mean_field_loss, mean_field_net, mean_field_ntk
+from .mean_field import MeanFieldNet, make_gd_step, make_gn_step, mean_field_loss, mean_field_net, mean_field_ntk
 from .metrics import (feature_alignment, kernel_distance, linear_probe, min_norm_readout, refit_test_loss,
                       weighted_cosine_distance)
 from .models import FeatureModel, Model, count_params, lenet50, lenet50_features, mlp, resnet18, small_cnn
@@ -81,7 +81,7 @@ __all__ = [
     "Model", "FeatureModel", "mlp", "lenet50", "lenet50_features", "resnet18", "small_cnn", "count_params",
     "activation_pair",
     # mean-field one-hidden-layer networks (Arbel et al. 2023)
-    "mean_field_net", "mean_field_ntk", "mean_field_loss", "make_gn_step", "make_gd_step",
+    "MeanFieldNet", "mean_field_net", "mean_field_ntk", "mean_field_loss", "make_gn_step", "make_gd_step",
     # images: augmentation and normalisation (loaders: itlin_core.data.cifar10 / mnist)
     "augment", "random_crop", "random_flip", "normalise", "channel_stats",
 ]

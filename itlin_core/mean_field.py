@@ -39,7 +39,7 @@ are the paper's. The damping is the paper's eq. (5) with ``alpha = 1``, floored 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -48,8 +48,20 @@ from .activations import activation_pair
 from .gauss_newton import damping_min_eigenvalue, gn_step
 from .models import Model
 
+class MeanFieldNet(NamedTuple):
+    """The network of :func:`mean_field_net`: its ``(init, apply)`` pair, as every model of
+    ``itlin_core``, together with its ``activation`` and ``beta``, so that steps that use its
+    factorised kernel (:func:`make_gn_step`) take them from the network itself and cannot be
+    given another activation than the network's."""
+
+    init: Callable
+    apply: Callable
+    activation: str = "relu"
+    beta: float = 1.0
+
+
 def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "relu",
-                   beta: float = 1.0, outputs: int | None = None) -> Model:
+                   beta: float = 1.0, outputs: int | None = None) -> MeanFieldNet:
     """The student network of Arbel et al. 2023 (eq. (2)) as an ``(init, apply)`` pair.
 
     ``init(key)`` draws ``u ~ N(0, tau0^2)`` of shape ``(width, d)`` and sets ``v = 0``;
@@ -72,7 +84,7 @@ def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "rel
     def apply(params, x):
         return gamma(x @ params["u"].T) @ params["v"] / params["v"].shape[0]
 
-    return Model(init, apply)
+    return MeanFieldNet(init, apply, activation, float(beta))
 
 
 def hidden_features(u, x, activation: str = "relu", beta: float = 1.0):
@@ -119,24 +131,51 @@ def mean_field_loss(outputs, targets):
     return 0.5 * jnp.sum((outputs - targets) ** 2) / outputs.shape[0]
 
 
-def make_gn_step(net: Model, x, y, *, alpha: float = 1.0, floor: float = 1e-7, fast: bool = True,
-                 activation: str = "relu", beta: float = 1.0, ntk_batch_size: int | None = None) -> Callable:
+def make_gn_step(net: MeanFieldNet, x, y, *, alpha: float = 1.0, floor: float = 1e-7, fast: bool = True,
+                 ntk_batch_size: int | None = None) -> Callable:
     r"""The damped GN update of Arbel et al. 2023 with its step size ``lr`` (eq. (4), ``H = I``, loss
     ``1/(2N) sum_n ||f(x_n) - y_n||^2``, damping eq. (5) ``eps = max(floor, alpha * sigma_min(J J^T))``).
 
     Returns ``step(params, lr) -> params``, which is
     ``itlin_core.gn_step(net.apply, params, x, y, lr=lr / N, damping=...)`` (the ``1 / N``
     converts to the book's sum-loss convention, module docstring). With ``fast=True`` the kernel
-    is :func:`mean_field_ntk`; with ``fast=False`` the generic empirical NTK (:func:`itlin_core.empirical_ntk`). Both give
-    the same step (tested); the benchmark ``python -m itlin_core.book.bench --mean-field`` times them.
-    ``activation``/``beta`` must be those of ``net`` (used by the fast kernel).
-    ``ntk_batch_size`` bounds the memory of the generic kernel (examples per chunk, see
+    is :func:`mean_field_ntk` with the network's own ``activation`` and ``beta`` (so ``net`` must
+    be a :class:`MeanFieldNet`); with ``fast=False`` the generic empirical NTK
+    (:func:`itlin_core.empirical_ntk`), for any ``(init, apply)`` model. Both give the same step
+    (tested); ``python -m itlin_core.book.bench --mean-field`` times them. ``ntk_batch_size``
+    bounds the memory of the generic kernel (examples per chunk, see
     :func:`itlin_core.empirical_ntk`); by default its per-example Jacobians are formed at once
     when they fit in a gigabyte (about 220 MB at Arbel et al.'s size, N = 500, M = 5000).
+
+    Raises:
+      ValueError: ``fast=True`` with a network that is not a :class:`MeanFieldNet`.
+
+    Examples:
+      Two damped GN steps with step size ``lr = 1`` on a small problem, each lowering the loss (the
+      damping ``sigma_min(J J^T)`` keeps them short of the undamped GN step):
+
+      >>> import jax, jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> x64 = jax.config.jax_enable_x64
+      >>> jax.config.update("jax_enable_x64", True)        # Arbel et al.'s regime needs float64
+      >>> net = ic.mean_field_net(3, 50, tau0=1.0, activation="silu")
+      >>> x = jax.random.normal(jax.random.key(0), (8, 3)); y = jnp.sin(x[:, 0])
+      >>> step = ic.make_gn_step(net, x, y)          # the kernel of net's own SiLU
+      >>> p = net.init(jax.random.key(1))
+      >>> losses = []
+      >>> for _ in range(3):
+      ...     losses.append(round(float(ic.mean_field_loss(net.apply(p, x), y)), 3))
+      ...     p = step(p, 1.0)
+      >>> losses
+      [0.112, 0.086, 0.064]
+      >>> jax.config.update("jax_enable_x64", x64)
     """
+    if fast and not isinstance(net, MeanFieldNet):
+        raise ValueError("fast=True uses the factorised kernel of the mean-field network, with its activation: pass "
+                         "the network ic.mean_field_net returns, or fast=False for another model.")
     n = x.shape[0]
     damping = damping_min_eigenvalue(alpha, floor)
-    ntk_fn = (lambda p, xx: mean_field_ntk(p, xx, activation=activation, beta=beta)) if fast else None
+    ntk_fn = (lambda p, xx: mean_field_ntk(p, xx, activation=net.activation, beta=net.beta)) if fast else None
 
     def step(params, lr):
         return gn_step(net.apply, params, x, y, lr=lr / n, damping=damping, ntk_fn=ntk_fn,
@@ -156,5 +195,5 @@ def make_gd_step(net: Model, x, y) -> Callable:
     return step
 
 
-__all__ = ["mean_field_net", "hidden_features", "mean_field_ntk", "mean_field_loss",
+__all__ = ["MeanFieldNet", "mean_field_net", "hidden_features", "mean_field_ntk", "mean_field_loss",
            "make_gn_step", "make_gd_step"]

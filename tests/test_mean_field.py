@@ -44,8 +44,8 @@ def test_gn_step_fast_generic_and_dense_primal_agree(act, beta, lr):
     net, p = _net_and_params(act, beta, d, width)
     x = jax.random.normal(jax.random.PRNGKey(5), (n, d))
     y = jax.random.normal(jax.random.PRNGKey(6), (n,))
-    fast = mf.make_gn_step(net, x, y, activation=act, beta=beta, fast=True)(p, lr)
-    generic = mf.make_gn_step(net, x, y, activation=act, beta=beta, fast=False)(p, lr)
+    fast = mf.make_gn_step(net, x, y, fast=True)(p, lr)
+    generic = mf.make_gn_step(net, x, y, fast=False)(p, lr)
 
     flat, unravel = jax.flatten_util.ravel_pytree(p)
     jac = np.asarray(ic.flat_jacobian(net.apply, p, x))
@@ -328,7 +328,7 @@ def test_vector_gn_step_is_dense_primal_step(lr):
     dense = unravel(jnp.asarray(np.asarray(flat) - lr * np.linalg.solve(jac.T @ jac + eps * np.eye(flat.size),
                                                                          jac.T @ grad_f)))
     for fast in (True, False):
-        got = mf.make_gn_step(net, x, y, activation="silu", fast=fast)(p, lr)
+        got = mf.make_gn_step(net, x, y, fast=fast)(p, lr)
         for k in ("u", "v"):
             np.testing.assert_allclose(got[k], dense[k], rtol=1e-7, atol=1e-10)
 
@@ -364,3 +364,22 @@ def test_vector_loss_gd_step_and_refit():
 def test_bad_outputs_argument(bad):
     with pytest.raises(ValueError, match="outputs must be None"):
         mf.mean_field_net(4, 5, outputs=bad)
+
+
+def test_the_gn_step_takes_the_activation_from_its_network():
+    """The fast step's kernel uses the network's own activation and beta: a SiLU network's fast
+    step equals its generic step (the kernel of a ReLU default would not), and a plain model
+    cannot ask for the fast kernel."""
+    net = mf.mean_field_net(3, 12, tau0=0.8, activation="silu", beta=3.0)
+    assert (net.activation, net.beta) == ("silu", 3.0)
+    x = jax.random.normal(jax.random.PRNGKey(4), (6, 3))
+    y = jnp.cos(x[:, 1])
+    p = net.init(jax.random.PRNGKey(5))
+    p = {"u": p["u"], "v": jax.random.normal(jax.random.PRNGKey(6), p["v"].shape)}
+    fast = mf.make_gn_step(net, x, y, fast=True)(p, 0.5)
+    generic = mf.make_gn_step(net, x, y, fast=False)(p, 0.5)
+    relu_kernel = mf.make_gn_step(net._replace(activation="relu", beta=1.0), x, y, fast=True)(p, 0.5)
+    np.testing.assert_allclose(fast["u"], generic["u"], rtol=1e-6, atol=1e-9)
+    assert not np.allclose(relu_kernel["u"], generic["u"], rtol=1e-3)
+    with pytest.raises(ValueError, match="mean_field_net"):
+        mf.make_gn_step(ic.Model(net.init, net.apply), x, y, fast=True)

@@ -150,12 +150,12 @@ def _shape_of(data: dict):
     return int(np.shape(data["x_train"])[1]), (int(y[1]) if len(y) == 2 else None)
 
 
-def method_step(cfg: TeacherStudentConfig, method: str, net, x, y, activation: str, beta: float, fast: bool = True):
+def method_step(cfg: TeacherStudentConfig, method: str, net, x, y, fast: bool = True):
     """The chapter's ``step(params, lr)`` for ``method``: Arbel et al.'s damped GN
     (:func:`itlin_core.make_gn_step` with ``cfg``'s ``alpha`` and ``floor``) or gradient descent
     (:func:`itlin_core.make_gd_step`), on the training data ``(x, y)``."""
     if method == "gn":
-        return ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, fast=fast, activation=activation, beta=beta)
+        return ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, fast=fast)
     return ic.make_gd_step(net, x, y)
 
 
@@ -192,7 +192,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     d, outputs = (cfg.d, None) if data is None else _shape_of(data)
     net = ic.mean_field_net(d, cfg.width, 1.0, act, beta, outputs)
 
-    make_step = lambda x, y: method_step(cfg, method, net, x, y, act, beta, fast)
+    make_step = lambda x, y: method_step(cfg, method, net, x, y, fast)
 
     loss_of = lambda p, x, y: ic.mean_field_loss(net.apply(p, x), y)
     budget = iterations or (cfg.gn_iterations if method == "gn" else cfg.gd_iterations)
@@ -343,7 +343,7 @@ def track_rates(cfg: TeacherStudentConfig, method: str, lr: float, tau0s, steps:
     x, y = data["x_train"], data["y_train"]
     n = x.shape[0]
     net = ic.mean_field_net(cfg.d, cfg.width, 1.0, cfg.activation, cfg.beta)
-    step = method_step(cfg, method, net, x, y, cfg.activation, cfg.beta)
+    step = method_step(cfg, method, net, x, y)
     z = net.init(jax.random.key(cfg.seed + 1))["u"]
 
     def body(p, _):
@@ -381,7 +381,7 @@ def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: 
     p0 = {"u": u, "v": jax.random.normal(jax.random.key(cfg.seed + 2), (cfg.width,))}
     runs = {}
     for name, lr in (("gn", min(cfg.gn_lrs)), ("gd", min(cfg.gd_lrs))):
-        step = method_step(cfg, name, net, x, y, cfg.activation, cfg.beta)
+        step = method_step(cfg, name, net, x, y)
         runs[name] = jax.jit(lambda p, step=step, lr=lr: jax.lax.fori_loop(0, steps, lambda i, q: step(q, lr), p))
         jax.block_until_ready(runs[name](p0))                  # compile
     times = {k: [] for k in runs}
