@@ -43,7 +43,7 @@ def runs(preset: str) -> dict:
                                                        "on_drift(0.2)"), drift_every=10, **steps)}
     if preset == "smoke":
         return {"fig2": group(steps=40, eval_every=10, Ks=(1, 20), lr=0.02, augment=True, **SMOKE),
-                "fig3": group(steps=40, eval_every=10, Ks=(1, 10, None), lr=0.02, **SMOKE),
+                "fig3": group(steps=40, eval_every=10, Ks=(1, 10, None), lr=0.02, curvature_batch=32, **SMOKE),
                 "fig3_tgn": group(steps=40, eval_every=10, Ks=(20,), lr=1e-3, optimizer="adam", **SMOKE),
                 "fig11_full": group(steps=20, eval_every=10, Ks=(1, 10), lr=0.05, **dict(SMOKE, batch_size=None),
                                     n_train=128, microbatch=32),
@@ -301,4 +301,27 @@ def full_batch_against_minibatch(results, source):
         print(f"{name:>10}: best test accuracy " + ", ".join(f"{l} {100 * b:.1f} %" for l, b in zip(rec["labels"], best)))
 
 
-__all__ = ["HAS_LAPTOP", "LAPTOP", "LAPTOP_LR", "runs", "claims", "claims_markdown", "accuracy_k1_against_a_huge_k", "accuracy_against_k", "full_batch_against_minibatch", "RULES_TIE_IMAGES", "refresh_rules_at_equal_updates"]
+
+def stability_of_each_linearisation(results, source, group: str = "fig3"):
+    """``lr * curvature / 2`` at each evaluation's anchor for the runs of ``group``
+    (:func:`itlin_core.book.plotting.plot_stability`); returns ``{"crossed": labels of the runs
+    whose ratio exceeded 1, "diverged": labels of the runs that diverged, "largest": the largest
+    ratio}``, or ``None`` when the record shown did not measure the curvature."""
+    rec = (results or {}).get(group)
+    if rec is None or "curvature" not in rec["metrics"]:
+        print("Not shown: the record shown did not measure the curvature of its linearisations.")
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    ratio = plotting.plot_stability(ax, rec)
+    ax.set_title(f"Stability of each linearisation ({group}, SGD lr {rec['config']['lr']:g})")
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.tight_layout()
+    plt.show()
+    print(f"source: {source}")
+    peak = np.nanmax(np.where(np.isfinite(ratio), ratio, np.nan), axis=0)
+    return {"crossed": [label for label, r in zip(rec["labels"], peak) if r > 1],
+            "diverged": [label for label, d in zip(rec["labels"], rec["diverged_at"]) if d is not None],
+            "largest": float(np.nanmax(peak))}
+
+__all__ = ["HAS_LAPTOP", "LAPTOP", "LAPTOP_LR", "runs", "claims", "claims_markdown", "accuracy_k1_against_a_huge_k", "accuracy_against_k", "full_batch_against_minibatch", "RULES_TIE_IMAGES", "refresh_rules_at_equal_updates",
+           "stability_of_each_linearisation"]

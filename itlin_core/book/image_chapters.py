@@ -332,7 +332,7 @@ def results_summary(chapter: str, results, source) -> str:
                      f"{rec['n_train']:,} training images, {rec['n_eval']:,} evaluated; {cost_line(rec)}" + diverged)
     missing = [g for g in run_groups(chapter) if g not in results]
     if missing:
-        lines.append(f"not in this record (added to the settings after it was made): {', '.join(missing)}")
+        lines.append(f"not in this record (not recorded yet, or recorded with settings since changed): {', '.join(missing)}")
     return "\n".join(lines)
 
 

@@ -121,6 +121,25 @@ def plot_record_curves(ax, record, metric: str = "test_accuracy_proxy", *, x: st
     return lines
 
 
+def plot_stability(ax, record, colours=None):
+    """``lr * curvature / 2`` of each run of an SGD record that measured its curvature
+    (:func:`itlin_core.max_curvature` at each evaluation's anchor) against the training step, on a
+    log scale, with the stability bound 1 dotted (above it, gradient descent on that
+    linearisation's quadratic model grows along its sharpest direction). A run that diverged
+    ends at its last finite value with a cross. Returns the ratios ``(evaluations, runs)``."""
+    ratio = np.asarray(record["metrics"]["curvature"], float) * record["config"]["lr"] / 2
+    steps = np.asarray(record["eval_step"], float)
+    colours = colours or run_colours(record)
+    for i, label in enumerate(record["labels"]):
+        ax.plot(steps, ratio[:, i], color=colours[i], label=label)
+        ok = np.flatnonzero(np.isfinite(ratio[:, i]))
+        if record["diverged_at"][i] is not None and len(ok):
+            ax.plot(steps[ok[-1]], ratio[ok[-1], i], "x", color=colours[i], markersize=8)
+    ax.axhline(1.0, color="k", lw=1, ls=(0, (1, 3)))
+    ax.set(yscale="log", xlabel="training step", ylabel="lr × λmax / 2 at the anchor")
+    return ratio
+
+
 def mark_feature_updates(ax, record, colours=None, runs=None):
     """Dotted vertical lines at the feature updates (multiples of K) of every run of an image
     record with a finite K > 1 or a geometric rule (``runs``: only these), in the run's colour
@@ -181,5 +200,5 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
            xlabel="feature updates used (linearisations, initial one included)")
 
 
-__all__ = ["use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
+__all__ = ["plot_stability", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
            "k_axis", "RULE_STYLE", "rules_against_updates"]

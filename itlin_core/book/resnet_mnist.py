@@ -21,7 +21,7 @@ HAS_LAPTOP = True
 #: 8, 4,000 steps) those rates hardly move the network, so we keep their ratio of ten at rates
 #: that train in 4,000 steps. The higher one is the rate at which the first CIFAR10 chapter's
 #: first laptop recording diverged for K = 10 and 100 (a training loss that became non-finite;
-#: see ``image_chapters.LAPTOP_LR``): chosen from training losses, never from test accuracy.
+#: see ``image_settings.LAPTOP_LR``): chosen from training losses, never from test accuracy.
 LAPTOP_FIG1_LRS = (1e-2, 1e-3)
 
 
