@@ -31,6 +31,16 @@ def kernel_solve(kmat, rhs, damping=0.0, *, rcond: float | None = None):
     ``rcond = n * machine epsilon``) are dropped (pseudo-inverse), so an undamped,
     numerically singular ``K`` gives the minimum-norm solution instead of infinities.
     ``rhs`` may have extra trailing axes (several right-hand sides).
+
+    Examples:
+      With ``K = diag(2, 0)`` the undamped solve drops the null direction (the minimum-norm
+      solution), and ``lambda = 2`` divides by ``(4, 2)``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> K, rhs = jnp.diag(jnp.array([2.0, 0.0])), jnp.array([4.0, 1.0])
+      >>> print(ic.kernel_solve(K, rhs).tolist(), ic.kernel_solve(K, rhs, damping=2.0).tolist())
+      [2.0, 0.0] [1.0, 0.5]
     """
     damping = check_damping(damping)
     ev, vecs, cutoff = psd_eigh(kmat, rcond)

@@ -53,6 +53,16 @@ def activation_pair(name: str = "relu", beta: float = 1.0) -> tuple[Callable, Ca
 
     Raises:
       ValueError: an unknown name, or ``beta <= 0`` for ``"silu"``.
+
+    Examples:
+      ``SiLU(z) = z sigmoid(z)`` is 0 at 0 with slope ``sigmoid(0) = 1/2`` there, and the
+      returned derivative agrees with autodiff:
+
+      >>> import jax
+      >>> import itlin_core as ic
+      >>> g, dg = ic.activation_pair("silu", beta=1.0)
+      >>> print(float(g(0.0)), float(dg(0.0)), round(float(dg(1.5) - jax.grad(g)(1.5)), 6))
+      0.0 0.5 0.0
     """
     if name not in _PAIRS:
         raise ValueError(f"unknown activation {name!r}; use one of {', '.join(ACTIVATIONS)}.")

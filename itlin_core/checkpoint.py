@@ -36,6 +36,20 @@ class Checkpoint(NamedTuple):
       history: the accumulated history (``loss``, ``eval_step``, evaluation curves,
         ``diverged_at``, ``seconds``) up to ``step``.
       meta: the JSON-able settings recorded with it.
+
+    Examples:
+      A state saved at step 5 comes back with its history and settings (no key was saved):
+
+      >>> import pathlib, tempfile
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     path = pathlib.Path(d) / "run.npz"
+      ...     ic.save_checkpoint(path, {"w": jnp.arange(3.0)}, step=5, history={"loss": jnp.ones(5)},
+      ...                        meta={"lr": 0.1})
+      ...     ck = ic.load_checkpoint(path, {"w": jnp.zeros(3)})
+      >>> print(ck.state["w"].tolist(), ck.key, ck.step, ck.history["loss"].shape, ck.meta)
+      [0.0, 1.0, 2.0] None 5 (5,) {'lr': 0.1}
     """
 
     state: Any
@@ -71,7 +85,23 @@ def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta:
     """Save ``state`` (any pytree of arrays, e.g. an :class:`itlin_core.ILState` with optax
     states inside), the PRNG ``key``, the position ``step`` and the metric ``history`` to one
     ``.npz`` file, atomically. ``meta`` (JSON-able) is stored and returned by
-    :func:`load_checkpoint`. History values must be arrays, numbers or ``None``."""
+    :func:`load_checkpoint`. History values must be arrays, numbers or ``None``.
+
+    Examples:
+      The state, the step, a ``None`` in the history and the PRNG key (as its raw data)
+      round-trip exactly:
+
+      >>> import pathlib, tempfile
+      >>> import jax, jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> key = jax.random.key(7)
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     path = pathlib.Path(d) / "ck.npz"
+      ...     ic.save_checkpoint(path, jnp.ones(2), step=3, history={"diverged_at": None}, key=key)
+      ...     ck = ic.load_checkpoint(path, jnp.zeros(2))
+      >>> print(ck.state.tolist(), ck.step, ck.history, ck.key.tolist() == jax.random.key_data(key).tolist())
+      [1.0, 1.0] 3 {'diverged_at': None} True
+    """
     leaves, treedef = jax.tree.flatten(state)
     arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
     scalars = {}
@@ -121,6 +151,21 @@ def load_checkpoint(path, template) -> Checkpoint:
 
     Raises:
       ValueError: the file is not a checkpoint, or its state does not match ``template``.
+
+    Examples:
+      A template of another shape is refused, with the leaf that differs:
+
+      >>> import pathlib, tempfile
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     path = pathlib.Path(d) / "ck.npz"
+      ...     ic.save_checkpoint(path, jnp.zeros(3, jnp.float32), step=0, history={})
+      ...     try:
+      ...         ic.load_checkpoint(path, jnp.zeros(4, jnp.float32))
+      ...     except ValueError as e:
+      ...         print(str(e).split("npz: ")[1])
+      leaf 0 has shape (3,) and dtype float32, but this run's state has (4,) and float32.
     """
     path = Path(path)
     files, header = _read(path)

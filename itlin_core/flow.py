@@ -157,6 +157,20 @@ def gradient_flow_params(apply_fn: Callable, params0: PyTree, x, y, t, *, rcond:
     with ``J`` the Jacobian at ``params0`` on ``x`` and ``Theta = J J^T`` (all output blocks).
     At ``t = inf`` this is ``theta_0 - J^+ r``, the undamped Gauss-Newton step
     (:func:`itlin_core.gn_step` with ``lr=1``). ``t`` is a single time.
+
+    Examples:
+      For ``x @ theta`` with the one example ``x = (1, 1)``, target 2 and ``theta_0 = 0``,
+      ``Theta = 2`` and ``theta_t = (1 - e^{-2t}) (1, 1)``; at ``t = inf`` it is the
+      minimum-norm solution ``(1, 1)``:
+
+      >>> import math
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> x, y, lin = jnp.array([[1.0, 1.0]]), jnp.array([2.0]), lambda th, x: x @ th
+      >>> for t in (0.5, math.inf):
+      ...     print(jnp.round(ic.gradient_flow_params(lin, jnp.zeros(2), x, y, t), 4))
+      [0.6321 0.6321]
+      [1. 1.]
     """
     check_examples("x", x)
     out, pullback = jax.vjp(lambda p: as_2d(apply_fn(p, x)), params0)

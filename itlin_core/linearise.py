@@ -6,7 +6,8 @@ Jacobian, whose rows are the *features* of the linearised model
 
 .. math:: f^{\mathrm{lin}}_s(\theta, x) = f(\theta_s, x) + J_s(x)\,(\theta - \theta_s).
 
-Parameters are pytrees; ``tree_sub`` and ``tree_vdot`` are optax's (``optax.tree_utils``).
+Parameters are pytrees; :func:`tree_sub` and ``tree_vdot`` are optax's (``optax.tree_utils``),
+``tree_sub`` through a wrapper that documents it.
 """
 
 from __future__ import annotations
@@ -22,8 +23,22 @@ from .pipeline import split_microbatches
 
 PyTree = Any
 
-#: Leafwise ``a - b`` of two pytrees of the same structure (``optax.tree_utils.tree_sub``).
-tree_sub = optax.tree_utils.tree_sub
+
+def tree_sub(a: PyTree, b: PyTree) -> PyTree:
+    """Leafwise ``a - b`` of two pytrees of the same structure (``optax.tree_utils.tree_sub``).
+
+    Examples:
+      The step ``theta - theta_s`` from an anchor, leaf by leaf:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> d = ic.tree_sub({"u": jnp.array([3.0, 1.0]), "v": 2.0}, {"u": jnp.array([1.0, 1.0]), "v": 0.5})
+      >>> d["u"].tolist(), d["v"]
+      ([2.0, 0.0], 1.5)
+    """
+    return optax.tree_utils.tree_sub(a, b)
+
+
 #: Euclidean inner product ``<a, b>`` of two pytrees, summed over leaves (``optax.tree_utils.tree_vdot``).
 tree_vdot = optax.tree_utils.tree_vdot
 
@@ -89,6 +104,22 @@ def linearised_objective(apply_fn: Callable, loss_fn: Callable, damping=0.0) -> 
     With ``ell = 1/2 ||.||^2`` its minimiser is the damped Gauss-Newton step
     (Goldwaser and Ge, eq. (10) and §3.3; the paper writes the objective without the
     factors 1/2, which does not change the minimiser).
+
+    Examples:
+      Linearised at ``theta_s = 0``, ``sin(theta x)`` becomes ``theta x``: at ``theta = 0.5`` with
+      ``x = (1, 2)``, ``y = 0`` and ``lambda = 1`` the objective is ``1/2 (0.25 + 1) + 1/2 * 0.25 = 0.75``;
+      at the anchor itself it is the network's loss:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> f = lambda theta, x: jnp.sin(theta * x)
+      >>> x, y = jnp.array([1.0, 2.0]), jnp.zeros(2)
+      >>> objective = ic.linearised_objective(f, ic.squared_error, damping=1.0)
+      >>> loss, outputs = objective(0.5, 0.0, x, y)
+      >>> round(float(loss), 4), outputs.tolist()
+      (0.75, [0.5, 1.0])
+      >>> bool(jnp.isclose(objective(0.5, 0.5, x, y)[0], ic.squared_error(f(0.5, x), y)))
+      True
     """
     undamped = _number_damping(damping)
 
@@ -126,6 +157,18 @@ def linearised_value_and_grad(apply_fn: Callable, loss_fn: Callable, damping=0.0
     result is the whole batch's, up to rounding. It is not for a model whose output for one
     example depends on the others in the batch (BatchNorm with batch statistics): each chunk
     would be normalised by its own statistics.
+
+    Examples:
+      The problem of :func:`linearised_objective`'s example: ``f_lin = theta x`` with ``x = (1, 2)``,
+      ``y = 0``, ``lambda = 1``, so at ``theta = 0.5`` the gradient is ``0.5 * 1 + 1 * 2 + 0.5 = 3``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> f = lambda theta, x: jnp.sin(theta * x)
+      >>> vg = ic.linearised_value_and_grad(f, ic.squared_error, damping=1.0)
+      >>> loss, grad = vg(jnp.array(0.5), jnp.array(0.0), jnp.array([1.0, 2.0]), jnp.zeros(2))
+      >>> round(float(loss), 4), round(float(grad), 4)
+      (0.75, 3.0)
     """
     vg = _value_grad(apply_fn, loss_fn, damping, microbatch, loss_reduction, drift=False)
     return lambda params, anchor, x, y: vg(params, anchor, x, y)[:2]

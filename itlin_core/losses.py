@@ -38,7 +38,18 @@ def _matched(outputs, targets):
 
 
 def squared_error(outputs, targets):
-    r"""Half the summed squared error, :math:`\tfrac12\|f(X) - Y\|^2` (Goldwaser and Ge, §2.2)."""
+    r"""Half the summed squared error, :math:`\tfrac12\|f(X) - Y\|^2` (Goldwaser and Ge, §2.2).
+
+    Examples:
+      Half the sum of squares, not a mean: ``1/2 (1^2 + 2^2) = 2.5``; ``(N, 1)`` outputs match ``(N,)`` targets:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> float(ic.squared_error(jnp.array([1.0, 2.0]), jnp.zeros(2)))
+      2.5
+      >>> float(ic.squared_error(jnp.array([[1.0], [2.0]]), jnp.zeros(2)))
+      2.5
+    """
     outputs, targets = _matched(outputs, targets)
     return 0.5 * jnp.sum((outputs - targets) ** 2)
 
@@ -76,7 +87,16 @@ def _class_labels(fn: str, logits, labels):
 def softmax_cross_entropy(logits, labels):
     """Mean softmax cross-entropy over the batch; ``labels`` are integer classes in ``[0, C)``
     of shape ``(N,)`` (or ``(N, 1)``). Bad labels raise ValueError/TypeError; under ``jit``, an
-    out-of-range label makes the loss NaN (so that training reports it instead of learning it)."""
+    out-of-range label makes the loss NaN (so that training reports it instead of learning it).
+
+    Examples:
+      Equal logits over ``C = 4`` classes give the loss ``log 4``, whatever the labels:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> round(float(ic.softmax_cross_entropy(jnp.zeros((2, 4)), jnp.array([0, 3]))), 4)
+      1.3863
+    """
     logits, labels, valid = _class_labels("softmax_cross_entropy", logits, labels)
     per = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.where(valid, labels, 0))
     return jnp.mean(jnp.where(valid, per, jnp.nan))
@@ -84,14 +104,33 @@ def softmax_cross_entropy(logits, labels):
 
 def accuracy(logits, labels):
     """Fraction of examples whose largest logit is the label (labels as for
-    :func:`softmax_cross_entropy`; NaN under ``jit`` if any label is out of range)."""
+    :func:`softmax_cross_entropy`; NaN under ``jit`` if any label is out of range).
+
+    Examples:
+      The largest logits are in classes 0, 1, 0 and the labels are all 0: two hits of three:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> logits = jnp.array([[2.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
+      >>> round(float(ic.accuracy(logits, jnp.array([0, 0, 0]))), 4)
+      0.6667
+    """
     logits, labels, valid = _class_labels("accuracy", logits, labels)
     hits = jnp.argmax(logits, axis=-1) == labels
     return jnp.where(jnp.all(valid), jnp.mean(hits), jnp.nan)
 
 
 def rmse(outputs, targets):
-    """Root mean squared error over all examples and outputs."""
+    """Root mean squared error over all examples and outputs.
+
+    Examples:
+      One error of 4 among four entries (two examples, two outputs): ``sqrt(16 / 4) = 2``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> float(ic.rmse(jnp.array([[1.0, 2.0], [3.0, 4.0]]), jnp.array([[1.0, 2.0], [3.0, 0.0]])))
+      2.0
+    """
     outputs, targets = _matched(outputs, targets)
     return jnp.sqrt(jnp.mean((outputs - targets) ** 2))
 

@@ -52,7 +52,17 @@ class MeanFieldNet(NamedTuple):
     """The network of :func:`mean_field_net`: its ``(init, apply)`` pair, as every model of
     ``itlin_core``, together with its ``activation`` and ``beta``, so that steps that use its
     factorised kernel (:func:`make_gn_step`) take them from the network itself and cannot be
-    given another activation than the network's."""
+    given another activation than the network's.
+
+    Examples:
+      It unpacks like any ``(init, apply)`` model and carries the activation it was built with:
+
+      >>> import itlin_core as ic
+      >>> net = ic.mean_field_net(2, 8, activation="tanh")
+      >>> init, apply = net[:2]
+      >>> net.activation, net.beta, apply is net.apply
+      ('tanh', 1.0, True)
+    """
 
     init: Callable
     apply: Callable
@@ -68,6 +78,18 @@ def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "rel
     ``apply(params, x)`` maps ``(N, d)`` inputs to ``(N,)`` outputs ``gamma(x u^T) v / width``.
     With ``outputs = C`` (an integer) ``v`` is ``(width, C)`` and the outputs ``(N, C)``, as in
     Arbel et al. 2023, App. C.4.
+
+    Examples:
+      The last layer starts at ``v = 0``, so the network starts at the zero function:
+
+      >>> import jax, jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> net = ic.mean_field_net(3, 16)
+      >>> p = net.init(jax.random.key(0))
+      >>> p["u"].shape, p["v"].shape, net.apply(p, jnp.ones((4, 3))).tolist()
+      ((16, 3), (16,), [0.0, 0.0, 0.0, 0.0])
+      >>> ic.mean_field_net(3, 16, outputs=2).init(jax.random.key(0))["v"].shape
+      (16, 2)
     """
     if d < 1 or width < 1:
         raise ValueError(f"d and width must be >= 1, got d={d!r}, width={width!r}.")
@@ -99,7 +121,21 @@ def mean_field_ntk(params, x, x2=None, *, activation: str = "relu", beta: float 
     Equal to ``itlin_core.empirical_ntk(net.apply, params, x, x2)`` (tested) at ``O(N N2 M)``
     cost; no Jacobian is formed. With ``C`` outputs (``v`` of shape ``(M, C)``) it is the
     ``(N C, N2 C)`` kernel of the module docstring, rows ordered example-major (row ``n C + c``),
-    which is the flattening :func:`itlin_core.gn_step` uses, at ``O(N N2 C^2 M)`` cost."""
+    which is the flattening :func:`itlin_core.gn_step` uses, at ``O(N N2 C^2 M)`` cost.
+
+    Examples:
+      The factorised kernel equals the generic empirical NTK of the network:
+
+      >>> import jax, jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> net = ic.mean_field_net(3, 20, activation="silu")
+      >>> k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
+      >>> p = {"u": jax.random.normal(k1, (20, 3)), "v": jax.random.normal(k2, (20,))}
+      >>> x = jax.random.normal(k3, (4, 3))
+      >>> ntk = ic.mean_field_ntk(p, x, activation="silu")
+      >>> ntk.shape, bool(jnp.allclose(ntk, ic.empirical_ntk(net.apply, p, x), rtol=1e-5, atol=1e-6))
+      ((4, 4), True)
+    """
     gamma, dgamma = activation_pair(activation, beta)
     x2 = x if x2 is None else x2
     u, v = params["u"], params["v"]
@@ -123,7 +159,17 @@ def mean_field_loss(outputs, targets):
     r"""The loss of Arbel et al. 2023, ``1/(2N) sum_n ||f(x_n) - y_n||^2``: half the squared
     error summed over outputs and averaged over the ``N`` examples (for one output, half the
     mean squared error). Scalar outputs ``(N,)`` or vector outputs ``(N, C)``; ``targets`` must
-    have the shape of ``outputs``."""
+    have the shape of ``outputs``.
+
+    Examples:
+      A mean over examples: ``1/(2 * 2) (1^2 + 2^2) = 1.25``, ``1/N`` times :func:`itlin_core.squared_error`:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> outputs = jnp.array([1.0, 2.0])
+      >>> float(ic.mean_field_loss(outputs, jnp.zeros(2))), float(ic.squared_error(outputs, jnp.zeros(2)))
+      (1.25, 2.5)
+    """
     outputs, targets = jnp.asarray(outputs), jnp.asarray(targets)
     if outputs.shape != targets.shape or outputs.ndim not in (1, 2):
         raise ValueError(f"outputs and targets must have one shape, (N,) or (N, C); got {outputs.shape} "
@@ -186,7 +232,28 @@ def make_gn_step(net: MeanFieldNet, x, y, *, alpha: float = 1.0, floor: float = 
 
 def make_gd_step(net: Model, x, y) -> Callable:
     """Gradient descent on ``1/(2N) sum_n ||f(x_n) - y_n||^2`` (:func:`mean_field_loss`) with step
-    size ``lr``: ``step(params, lr)``."""
+    size ``lr``: ``step(params, lr)``.
+
+    Examples:
+      Steps with ``lr = 10`` lower the loss; at initialisation ``v = 0``, so the gradient in the
+      hidden weights ``u`` is zero and the first step moves only ``v``:
+
+      >>> import jax, jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> x64 = jax.config.jax_enable_x64
+      >>> jax.config.update("jax_enable_x64", True)        # the same draws as make_gn_step's example
+      >>> net = ic.mean_field_net(3, 50, activation="silu")
+      >>> x = jax.random.normal(jax.random.key(0), (8, 3)); y = jnp.sin(x[:, 0])
+      >>> step = ic.make_gd_step(net, x, y)
+      >>> p = p0 = net.init(jax.random.key(1))
+      >>> losses = []
+      >>> for _ in range(3):
+      ...     losses.append(round(float(ic.mean_field_loss(net.apply(p, x), y)), 3))
+      ...     p = step(p, 10.0)
+      >>> losses, bool(jnp.all(step(p0, 10.0)["u"] == p0["u"]))
+      ([0.112, 0.107, 0.102], True)
+      >>> jax.config.update("jax_enable_x64", x64)
+    """
     grad = jax.grad(lambda p: mean_field_loss(net.apply(p, x), y))
 
     def step(params, lr):

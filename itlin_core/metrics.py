@@ -19,6 +19,18 @@ def kernel_distance(k1, k2):
     It is 0 when one kernel is a positive multiple of the other (the features span the same
     geometry, only rescaled) and grows as the kernel changes shape; for PSD kernels it lies in
     [0, 1]. A fixed (lazy) kernel keeps it at 0 during training.
+
+    Examples:
+      A kernel is at distance 0 from any positive multiple of itself; the identity and
+      ``diag(1, 0)`` have cosine ``1 / sqrt(2)``, so distance ``1 - 0.7071 = 0.2929``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> K = jnp.array([[3.0, 2.0], [2.0, 8.0]])
+      >>> print(round(float(ic.kernel_distance(K, 3 * K)), 4))
+      0.0
+      >>> print(round(float(ic.kernel_distance(jnp.eye(2), jnp.diag(jnp.array([1.0, 0.0])))), 4))
+      0.2929
     """
     k1, k2 = jnp.asarray(k1), jnp.asarray(k2)
     if k1.shape != k2.shape:
@@ -30,7 +42,18 @@ def kernel_distance(k1, k2):
 def feature_alignment(w, centres):
     r"""Feature alignment of Goldwaser and Ge 2024 (eq. (11)): for each feature (row of ``w``, shape
     ``(H, d)``), the largest cosine similarity with any of the cluster centres
-    (rows of ``centres``, shape ``(C, d)``), ``a(w_i) = max_c <w_i, c> / (|w_i| |c|)``."""
+    (rows of ``centres``, shape ``(C, d)``), ``a(w_i) = max_c <w_i, c> / (|w_i| |c|)``.
+
+    Examples:
+      A feature along a centre has alignment 1 whatever its norm; one at 45 degrees to both
+      centres has alignment ``cos(pi / 4) = 0.7071``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> a = ic.feature_alignment(jnp.array([[2.0, 0.0], [1.0, 1.0]]), jnp.eye(2))
+      >>> [round(float(v), 4) for v in a]
+      [1.0, 0.7071]
+    """
     w, centres = jnp.asarray(w), jnp.asarray(centres)
     if w.ndim != 2 or centres.ndim != 2 or w.shape[1] != centres.shape[1]:
         raise ValueError(f"w must be (H, d) and centres (C, d) with the same d, got {w.shape} and {centres.shape}.")
@@ -51,6 +74,16 @@ def weighted_cosine_distance(u, u_star):
     distance is weighted by its share of the squared norm, so near-zero units (which barely
     affect the output of a ReLU network) barely count. 0 when every unit of non-zero norm
     points exactly along a teacher unit; at most 4. Units of exactly zero norm get weight 0.
+
+    Examples:
+      A student unit along the teacher unit costs nothing; a unit orthogonal to it costs
+      ``2 (1 - 0)`` times its share ``1 / (4 + 1)`` of the squared norm, ``0.4`` in all:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> u = jnp.array([[2.0, 0.0], [0.0, 1.0]])
+      >>> print(round(float(ic.weighted_cosine_distance(u, jnp.array([[1.0, 0.0]]))), 4))
+      0.4
     """
     u, u_star = jnp.asarray(u), jnp.asarray(u_star)
     if u.ndim != 2 or u_star.ndim != 2 or u.shape[1] != u_star.shape[1]:
@@ -74,6 +107,16 @@ def min_norm_readout(features, y, rcond=None):
     keeps it accurate when the features are tiny (Arbel et al.'s ``tau0 = 1e-3``): the cut-off is
     relative to the largest eigenvalue, so a global rescaling of ``Phi`` only rescales ``v``. Use
     float64 there: with hidden features of order 1e-3, float32 loses the digits of the re-fit.
+
+    Examples:
+      One example with features ``(1, 1)`` and target 2: of all ``v`` with ``v_1 + v_2 = 2``
+      the shortest is ``(1, 1)``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> v = ic.min_norm_readout(jnp.array([[1.0, 1.0]]), jnp.array([2.0]))
+      >>> [round(float(a), 4) for a in v]
+      [1.0, 1.0]
     """
     features, y = jnp.asarray(features), jnp.asarray(y)
     if features.ndim != 2 or y.shape[0] != features.shape[0]:
@@ -86,7 +129,19 @@ def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
     minimum-norm least squares of eq. (8) (:func:`min_norm_readout`) on the training set, and
     return the test loss ``1/(2 N_test) sum_n ||Phi_test v - y_test||_n^2`` (the paper's mean
     loss; with targets ``(N, C)`` summed over the ``C`` outputs and averaged over examples, as
-    :func:`itlin_core.mean_field_loss`)."""
+    :func:`itlin_core.mean_field_loss`).
+
+    Examples:
+      The re-fit on one training example (features ``(1, 1)``, target 2) is ``v = (1, 1)``
+      (see :func:`min_norm_readout`); on test features ``e_1`` and ``e_2`` with targets 1 and 0
+      it errs by 0 and 1, a loss of ``(0 + 1) / (2 * 2) = 0.25``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> phi, y = jnp.array([[1.0, 1.0]]), jnp.array([2.0])
+      >>> print(round(float(ic.refit_test_loss(phi, y, jnp.eye(2), jnp.array([1.0, 0.0]))), 4))
+      0.25
+    """
     v = min_norm_readout(features_train, y_train, rcond)
     err = jnp.asarray(features_test) @ v - jnp.asarray(y_test)
     return 0.5 * jnp.sum(err ** 2) / err.shape[0]
@@ -118,6 +173,19 @@ def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float
     Raises:
       ValueError: shapes that do not match, a negative ``ridge``, or ``num_classes`` missing
         under ``jit`` (labels are then not known in Python).
+
+    Examples:
+      On one feature, training examples at 0 and 1 (class 0) and at 4 and 5 (class 1) put the
+      threshold halfway, at 2.5: the training set is fitted, and of the test examples at 0.5,
+      4.5 and 1.5 (classes 0, 1, 1) the last is misclassified:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> f_train, y_train = jnp.array([[0.0], [1.0], [4.0], [5.0]]), jnp.array([0, 0, 1, 1])
+      >>> f_test, y_test = jnp.array([[0.5], [4.5], [1.5]]), jnp.array([0, 1, 1])
+      >>> acc = ic.linear_probe(f_train, y_train, f_test, y_test)
+      >>> print(round(float(acc["train_accuracy"]), 4), round(float(acc["test_accuracy"]), 4))
+      1.0 0.6667
     """
     ftr, fte = jnp.asarray(features_train), jnp.asarray(features_test)
     if ftr.ndim != 2 or fte.ndim != 2 or ftr.shape[1] != fte.shape[1]:

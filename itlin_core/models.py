@@ -21,7 +21,12 @@ from .activations import activation as _activation
 
 
 class Model(NamedTuple):
-    """A pure model: ``init(key) -> params`` and ``apply(params, x) -> outputs``."""
+    """A pure model: ``init(key) -> params`` and ``apply(params, x) -> outputs``.
+
+    Examples:
+      >>> import itlin_core as ic; isinstance(ic.mlp([3, 2]), ic.Model), ic.Model._fields  # a named pair
+      (True, ('init', 'apply'))
+    """
 
     init: Callable
     apply: Callable
@@ -36,6 +41,11 @@ def mlp(layer_sizes: Sequence[int], activation="relu", *, parameterisation: str 
     parameterisation of Jacot et al. and Lee et al., under which the NTK has a
     width-independent limit and wide networks train lazily). The output is multiplied by
     ``out_scale``. ``apply`` maps ``(N, d_in) -> (N, d_out)``. The last layer is linear.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, itlin_core as ic; net = ic.mlp([3, 5, 2]); p = net.init(jax.random.key(0))
+      >>> ic.count_params(p), net.apply(p, jnp.ones((4, 3))).shape  # (3 + 1) * 5 + (5 + 1) * 2 = 32
+      (32, (4, 2))
     """
     sizes = [int(s) for s in layer_sizes]
     if len(sizes) < 2 or min(sizes) < 1:
@@ -95,20 +105,23 @@ def _max_pool(x, size=2):
 
 def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
             dense=(120, 84)) -> Model:
-    """The CNN of Goldwaser and Ge 2024 (App. C.2.1; Goldwaser and Ge 2022, §4; "LeNet-50"): two
-    5x5 convolutions with 50
-    channels, each followed by ReLU and 2x2 max-pooling, then dense layers 120 and 84 with
-    ReLU and a linear output of ``num_classes`` logits (the softmax lives in the loss,
-    outside the linearisation, Goldwaser and Ge 2024, §3). Inputs NHWC, ``(N, 32, 32, 3)`` for CIFAR10,
+    """The CNN of Goldwaser and Ge 2024 (App. C.2.1; Goldwaser and Ge 2022, §4; "LeNet-50"): two 5x5
+    convolutions with 50 channels, each followed by ReLU and 2x2 max-pooling, then dense layers 120 and 84 with
+    ReLU and a linear output of ``num_classes`` logits (the softmax lives in the loss, outside the
+    linearisation, Goldwaser and Ge 2024, §3). Inputs NHWC, ``(N, 32, 32, 3)`` for CIFAR10,
     ``input_shape=(28, 28, 1)`` for MNIST.
 
-    The paper fixes kernel size, channels, pooling after each convolution, dense sizes and
-    activations. It leaves open what LeNet itself fixes, and we follow LeNet: VALID
-    (unpadded) convolutions with stride 1 and biases, 2x2 max-pooling with stride 2 (ReLU
-    and max-pooling commute, so their order does not matter). On 32x32x3 inputs the
-    feature maps are 28 -> 14 -> 10 -> 5, so 5*5*50 = 1250 features enter the dense layers
-    and the network has 227,484 parameters. Initialisation (not given in the paper):
-    He-normal weights ``N(0, 2 / fan_in)``, zero biases.
+    The paper fixes kernel size, channels, pooling after each convolution, dense sizes and activations. It
+    leaves open what LeNet itself fixes, and we follow LeNet: VALID (unpadded) convolutions with stride 1 and
+    biases, 2x2 max-pooling with stride 2 (ReLU and max-pooling commute, so their order does not matter). On
+    32x32x3 inputs the feature maps are 28 -> 14 -> 10 -> 5, so 5*5*50 = 1250 features enter the dense layers
+    and the network has 227,484 parameters. Initialisation (not given in the paper): He-normal weights
+    ``N(0, 2 / fan_in)``, zero biases.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, itlin_core as ic; net = ic.lenet50(3, (16, 16, 1), channels=2, dense=(4,))
+      >>> p = net.init(jax.random.key(0)); net.apply(p, jnp.ones((2, 16, 16, 1))).shape, ic.count_params(p)
+      ((2, 3), 181)
     """
     h, w, c = input_shape
     s1 = ((h - 4) // 2, (w - 4) // 2)
@@ -140,10 +153,15 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
 
 
 def lenet50_features(params, x, layer: int):
-    """The hidden representation of a :func:`lenet50` network that a linear probe reads
-    (Goldwaser and Ge 2024, Fig. 5): block ``layer`` (1: first convolution, ReLU and pooling,
-    14x14x50 on CIFAR10;
-    2: the second, 5x5x50), flattened to ``(N, D)``; ``apply`` continues from block 2."""
+    """The hidden representation of a :func:`lenet50` network that a linear probe reads (Goldwaser and Ge 2024,
+    Fig. 5): block ``layer`` (1: first convolution, ReLU and pooling, 14x14x50 on CIFAR10; 2: the second,
+    5x5x50), flattened to ``(N, D)``; ``apply`` continues from block 2.
+
+    Examples:
+      >>> import jax, itlin_core as ic; p = ic.lenet50(input_shape=(16, 16, 1), channels=2).init(jax.random.key(0))
+      >>> [ic.lenet50_features(p, jax.numpy.ones((1, 16, 16, 1)), k).shape for k in (1, 2)]  # 6*6*2, 1*1*2
+      [(1, 72), (1, 2)]
+    """
     if layer not in (1, 2):
         raise ValueError(f"layer must be 1 or 2 (LeNet-50's two convolutional blocks), got {layer!r}.")
     _check_images("lenet50_features", x, params["conv1"]["w"].shape[2])
@@ -157,40 +175,36 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
              residual_init_scale: float = 1.0, bn_eps: float = 1e-5) -> Model:
     r"""ResNet-18 (He et al. 2016) in its CIFAR form, as used by Goldwaser and Ge 2024 (Fig. 10, App. C.2.2).
 
-    A 3x3 convolution with ``width`` channels (stride 1, no max-pooling: the CIFAR stem,
-    which keeps 32x32 maps), then four stages of two basic blocks with ``width * (1, 2, 4, 8)``
-    channels, the first block of stages 2-4 having stride 2. A basic block is
-    ``relu(u(x) + s(x))`` with ``u = conv3x3 . relu . conv3x3`` (each conv followed by BatchNorm
-    when ``batch_norm``) and ``s`` the identity or, where the shape changes, a 1x1 convolution
-    with the block's stride (plus BatchNorm). Global average pooling and a dense layer give
-    ``num_classes`` logits. Any image size works (8x8 or 16x16 for fast tests). With
-    ``width=64`` and 10 classes: 11,173,962 parameters with BatchNorm, 11,169,162 without.
+    A 3x3 convolution with ``width`` channels (stride 1, no max-pooling: the CIFAR stem, which keeps 32x32
+    maps), then four stages of two basic blocks with ``width * (1, 2, 4, 8)`` channels, the first block of
+    stages 2-4 having stride 2. A basic block is ``relu(u(x) + s(x))`` with ``u = conv3x3 . relu . conv3x3``
+    (each conv followed by BatchNorm when ``batch_norm``) and ``s`` the identity or, where the shape changes, a
+    1x1 convolution with the block's stride (plus BatchNorm). Global average pooling and a dense layer give
+    ``num_classes`` logits. Any image size works (8x8 or 16x16 for fast tests). With ``width=64`` and 10
+    classes: 11,173,962 parameters with BatchNorm, 11,169,162 without.
 
-    Numerical choices (the paper names only "ResNet-18"): padding ``k // 2`` on each side as
-    in PyTorch; He-normal conv weights ``N(0, 2 / fan_in)``, output layer ``N(0, 1 / fan_in)``,
-    zero biases; convolutions carry a bias only without BatchNorm (with it, BatchNorm's shift
-    plays that role); BatchNorm scale 1, shift 0, ``eps = bn_eps``, biased batch variance.
-    ``residual_init_scale`` multiplies the initial value of the last layer of every residual
-    branch (its conv weights without BatchNorm, its BatchNorm scale with it): 0 starts every
-    branch at zero (Goyal et al. 2017), ``8 ** -0.5`` is Fixup's scale for 8 branches
-    (Zhang et al. 2019). Without BatchNorm and at 1.0, each block roughly doubles the
-    activations' variance, so the logits at initialisation are of order 10 for
-    unit-variance inputs; the paper trains this network with a learning rate of 7e-7.
+    Numerical choices (the paper names only "ResNet-18"): padding ``k // 2`` on each side as in PyTorch;
+    He-normal conv weights ``N(0, 2 / fan_in)``, output layer ``N(0, 1 / fan_in)``, zero biases; convolutions
+    carry a bias only without BatchNorm (with it, BatchNorm's shift plays that role); BatchNorm scale 1, shift
+    0, ``eps = bn_eps``, biased batch variance. ``residual_init_scale`` multiplies the initial value of the last
+    layer of every residual branch (its conv weights without BatchNorm, its BatchNorm scale with it): 0 starts
+    every branch at zero (Goyal et al. 2017), ``8 ** -0.5`` is Fixup's scale for 8 branches (Zhang et al. 2019).
+    Without BatchNorm and at 1.0, each block roughly doubles the activations' variance, so the logits at
+    initialisation are of order 10 for unit-variance inputs; the paper trains this network with a learning rate
+    of 7e-7.
 
-    **BatchNorm under linearisation.** ``apply`` normalises with the mean and variance of the
-    batch it is given (training mode), always, so it is a pure function of ``(params, x)``
-    and :func:`itlin_core.linearise`, :func:`itlin_core.empirical_ntk` and
-    :func:`itlin_core.make_il_step` need no special case: the tangent model differentiates
-    through the batch statistics. The price is that a batch is one input: an example's output
-    and Jacobian depend on the other examples in its batch, and the NTK couples examples
-    through the statistics. There are no running averages, because they would be state
-    updated outside the gradient, which the linearised proxy has no way to follow.
+    **BatchNorm under linearisation.** ``apply`` normalises with the mean and variance of the batch it is given
+    (training mode), always, so it is a pure function of ``(params, x)`` and :func:`itlin_core.linearise`,
+    :func:`itlin_core.empirical_ntk` and :func:`itlin_core.make_il_step` need no special case: the tangent model
+    differentiates through the batch statistics. The price is that a batch is one input: an example's output and
+    Jacobian depend on the other examples in its batch, and the NTK couples examples through the statistics.
+    There are no running averages, because they would be state updated outside the gradient, which the
+    linearised proxy has no way to follow.
 
-    Evaluation: by default also in batch mode, on large batches (the function that is
-    trained, for the network and its proxy alike). Or freeze statistics recomputed at the
-    current parameters on a large training batch, ``_, stats = apply(params, x_big,
-    return_stats=True)``, then ``apply(params, x_test, stats=stats)``: the network's
-    predictions then no longer depend on which examples share a batch.
+    Evaluation: by default also in batch mode, on large batches (the function that is trained, for the network
+    and its proxy alike). Or freeze statistics recomputed at the current parameters on a large training batch,
+    ``_, stats = apply(params, x_big, return_stats=True)``, then ``apply(params, x_test, stats=stats)``: the
+    network's predictions then no longer depend on which examples share a batch.
 
     Returns:
       :class:`Model` whose ``apply(params, x, *, stats=None, return_stats=False)`` maps NHWC
@@ -198,6 +212,11 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
       per-layer ``{"mean", "var"}`` it used when ``return_stats``; empty without BatchNorm).
       With BatchNorm, ``apply.couples_examples`` is ``True``, so that
       :func:`itlin_core.empirical_ntk` never computes its kernel one example at a time.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, itlin_core as ic; net = ic.resnet18(width=2)  # 8x8 images for speed
+      >>> p = net.init(jax.random.key(0)); net.apply(p, jnp.ones((2, 8, 8, 3))).shape, ic.count_params(p)
+      ((2, 10), 11270)
     """
     if min(num_classes, in_channels, width) < 1:
         raise ValueError(f"num_classes, in_channels and width must be >= 1, got {num_classes}, {in_channels}, {width}.")
@@ -280,7 +299,12 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
 
 
 def count_params(params) -> int:
-    """Number of scalar parameters in a pytree."""
+    """Number of scalar parameters in a pytree.
+
+    Examples:
+      >>> import jax.numpy as jnp, itlin_core as ic; ic.count_params({"w": jnp.ones((3, 2)), "b": jnp.ones(2)})
+      8
+    """
     return sum(int(np.size(a)) for a in jax.tree.leaves(params))
 
 
@@ -288,11 +312,10 @@ def centred(apply_fn: Callable, params0, scale: float = 1.0) -> Callable:
     r"""The scaled, centred model of Chizat, Oyallon & Bach (2019),
     ``f_alpha(theta, x) = alpha * (f(theta, x) - f(theta_0, x))``.
 
-    It outputs 0 at initialisation whatever ``alpha``; its NTK is ``alpha^2`` times the NTK of
-    ``f``. Trained with a learning rate scaled by ``1 / alpha^2`` (same function-space speed),
-    a large ``alpha`` needs only tiny parameter changes to fit the data, so the features barely
-    move (the *lazy* regime); a small ``alpha`` forces large relative changes (the *rich*
-    regime)."""
+    It outputs 0 at initialisation whatever ``alpha``; its NTK is ``alpha^2`` times the NTK of ``f``. Trained
+    with a learning rate scaled by ``1 / alpha^2`` (same function-space speed), a large ``alpha`` needs only
+    tiny parameter changes to fit the data, so the features barely move (the *lazy* regime); a small ``alpha``
+    forces large relative changes (the *rich* regime)."""
 
     def apply(params, x):
         return scale * (apply_fn(params, x) - apply_fn(params0, x))
@@ -307,7 +330,12 @@ def centred(apply_fn: Callable, params0, scale: float = 1.0) -> Callable:
 
 class FeatureModel(NamedTuple):
     """A pure model that also exposes hidden representations: ``init(key)``,
-    ``apply(params, x)`` and ``features(params, x, layer) -> (N, D)`` (flattened)."""
+    ``apply(params, x)`` and ``features(params, x, layer) -> (N, D)`` (flattened).
+
+    Examples:
+      >>> import itlin_core as ic; isinstance(ic.small_cnn(), ic.FeatureModel), ic.FeatureModel._fields
+      (True, ('init', 'apply', 'features'))
+    """
 
     init: Callable
     apply: Callable
@@ -315,17 +343,20 @@ class FeatureModel(NamedTuple):
 
 
 def small_cnn(num_classes: int = 10, input_shape=(8, 8, 1), channels=(16, 32), dense: int = 64) -> FeatureModel:
-    """A two-block CNN for small images (e.g. scikit-learn's 8x8 digits): two 3x3 SAME
-    convolutions with ``channels`` output channels, each followed by ReLU and 2x2 max-pooling
-    (8x8 -> 4x4 -> 2x2), then a dense ReLU layer of ``dense`` units and a linear output of
-    ``num_classes`` logits (softmax in the loss). LeNet-50's layout (Goldwaser and Ge 2024, App.
-    C.2.1) shrunk to
-    inputs that two 5x5 VALID convolutions would not fit. He-normal weights (LeCun-normal,
-    ``N(0, 1/fan_in)``, for the linear output layer), zero biases.
+    """A two-block CNN for small images (e.g. scikit-learn's 8x8 digits): two 3x3 SAME convolutions with
+    ``channels`` output channels, each followed by ReLU and 2x2 max-pooling (8x8 -> 4x4 -> 2x2), then a dense
+    ReLU layer of ``dense`` units and a linear output of ``num_classes`` logits (softmax in the loss).
+    LeNet-50's layout (Goldwaser and Ge 2024, App. C.2.1) shrunk to inputs that two 5x5 VALID convolutions would
+    not fit. He-normal weights (LeCun-normal, ``N(0, 1/fan_in)``, for the linear output layer), zero biases.
 
     ``features(params, x, layer)`` returns the flattened output of block ``layer`` (1: after the
     first convolution, ReLU and pooling; 2: after the second), the representations that the
     linear probes of Goldwaser and Ge 2024 (Fig. 5) read.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, itlin_core as ic; net, x = ic.small_cnn(), jnp.ones((2, 8, 8, 1))
+      >>> p = net.init(jax.random.key(0)); net.apply(p, x).shape, [net.features(p, x, k).shape for k in (1, 2)]
+      ((2, 10), [(2, 256), (2, 128)])
     """
     h, w, c = input_shape
     c1, c2 = (int(k) for k in channels)

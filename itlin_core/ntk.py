@@ -264,7 +264,25 @@ def _implicit(apply_fn, params, x1, x2, batch_size):
 
 def kernel_matrix(ntk_full: jax.Array) -> jax.Array:
     """Reshape full NTK blocks ``(N1, N2, O, O)`` to the ``(N1*O, N2*O)`` matrix ``J1 J2^T``
-    acting on outputs flattened example-major (``f.reshape(-1)`` of an ``(N, O)`` array)."""
+    acting on outputs flattened example-major (``f.reshape(-1)`` of an ``(N, O)`` array).
+
+    Examples:
+      The linear map ``x @ W`` to two outputs has blocks ``<x_i, x_j> I_2``, so on outputs
+      flattened example-major its kernel matrix is ``kron(X X^T, I_2)``, with
+      ``X X^T = [[1, 1], [1, 5]]`` here:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> x = jnp.array([[1.0, 0.0], [1.0, 2.0]])
+      >>> blocks = ic.empirical_ntk(lambda w, x: x @ w, jnp.zeros((2, 2)), x, full=True)
+      >>> blocks.shape
+      (2, 2, 2, 2)
+      >>> print(ic.kernel_matrix(blocks))
+      [[1. 0. 1. 0.]
+       [0. 1. 0. 1.]
+       [1. 0. 5. 0.]
+       [0. 1. 0. 5.]]
+    """
     if ntk_full.ndim != 4:
         raise ValueError(f"expected NTK blocks of shape (N1, N2, O, O), got shape {ntk_full.shape}.")
     n1, n2, o1, o2 = ntk_full.shape
@@ -274,7 +292,18 @@ def kernel_matrix(ntk_full: jax.Array) -> jax.Array:
 def flat_jacobian(apply_fn: Callable, params: PyTree, x) -> jax.Array:
     """The explicit Jacobian ``J`` of the flattened outputs with respect to the
     flattened parameters, shape ``(N*O, P)``. Only for small problems and for
-    teaching (the rest of the package never forms it)."""
+    teaching (the rest of the package never forms it).
+
+    Examples:
+      The model ``x @ w``, linear in its parameters ``w``, has the input matrix as its Jacobian:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> x = jnp.array([[1.0, 0.0], [1.0, 2.0]])
+      >>> print(ic.flat_jacobian(lambda w, x: x @ w, jnp.zeros(2), x))
+      [[1. 0.]
+       [1. 2.]]
+    """
     flat, unravel = jax.flatten_util.ravel_pytree(params)
     return jax.jacrev(lambda v: as_2d(apply_fn(unravel(v), x)).reshape(-1))(flat)
 
@@ -284,7 +313,18 @@ def max_ntk_eigenvalue(apply_fn: Callable, params: PyTree, x, **kwargs) -> float
     over outputs), a Python float. Gradient descent on the squared error ``1/2 ||f - y||^2`` of
     the model linearised at ``params`` is stable for learning rates below ``2 / lambda_max``,
     which is why the toy chapters set their rates as a fraction of ``1 / lambda_max``.
-    Keyword arguments go to :func:`empirical_ntk`."""
+    Keyword arguments go to :func:`empirical_ntk`.
+
+    Examples:
+      For ``x @ w`` the kernel is ``X X^T``; with ``X = diag(1, 3)`` its largest eigenvalue is 9,
+      so gradient descent on the linearised model is stable for learning rates below ``2 / 9``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> x = jnp.diag(jnp.array([1.0, 3.0]))
+      >>> print(round(ic.max_ntk_eigenvalue(lambda w, x: x @ w, jnp.zeros(2), x), 4))
+      9.0
+    """
     return float(jnp.linalg.eigvalsh(empirical_ntk(apply_fn, params, x, **kwargs))[-1])
 
 

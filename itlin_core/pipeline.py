@@ -27,7 +27,19 @@ import numpy as np
 @dataclasses.dataclass(frozen=True, eq=False)
 class Batches:
     """A batch source: ``fn(data, i) -> (x_b, y_b)`` (jittable, pure) and its ``data``.
-    ``batches(i)`` returns batch ``i`` (and can be jitted like any function of ``i``)."""
+    ``batches(i)`` returns batch ``i`` (and can be jitted like any function of ``i``).
+
+    Examples:
+      A source that cycles through three fixed batches of two: step ``i`` sees batch ``i % 3``,
+      so steps 1 and 4 (the latter jitted) see the same examples:
+
+      >>> import jax, jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> data = (jnp.arange(6).reshape(3, 2), jnp.arange(6).reshape(3, 2) % 2)
+      >>> batches = ic.Batches(lambda d, i: (d[0][i % 3], d[1][i % 3]), data)
+      >>> batches(1)[0].tolist(), jax.jit(batches)(4)[0].tolist()
+      ([2, 3], [2, 3])
+    """
 
     fn: Callable
     data: Any
@@ -41,7 +53,17 @@ def _whole(data, i):
 
 
 def full_batch(x, y) -> Batches:
-    """The whole data set at every step (full-batch gradient descent)."""
+    """The whole data set at every step (full-batch gradient descent).
+
+    Examples:
+      Steps 0 and 7 both see all three examples:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> batches = ic.full_batch(jnp.arange(3), jnp.arange(3) % 2)
+      >>> batches(0)[0].tolist(), batches(7)[0].tolist()
+      ([0, 1, 2], [0, 1, 2])
+    """
     return Batches(_whole, (x, y))
 
 
@@ -78,6 +100,18 @@ def minibatches(key, x, y, batch_size: int) -> Batches:
     Raises:
       ValueError: ``x`` and ``y`` hold different numbers of examples, or ``batch_size`` is not
         between 1 and that number.
+
+    Examples:
+      Six examples in batches of two make epochs of three steps, and each epoch (steps 0-2,
+      then 3-5, in a new order) covers every example once:
+
+      >>> import jax, jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> x = jnp.arange(6)
+      >>> batches = ic.minibatches(jax.random.key(0), x, x, batch_size=2)
+      >>> epoch = lambda steps: sorted(jnp.concatenate([batches(i)[0] for i in steps]).tolist())
+      >>> epoch(range(3)), epoch(range(3, 6))
+      ([0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5])
     """
     n = _check_pair(x, y)
     if isinstance(batch_size, bool) or int(batch_size) != batch_size or not 1 <= batch_size <= n:
@@ -104,7 +138,22 @@ def augmented_minibatches(key, x, y, batch_size: int, *, padding: int = 4, flip:
     """Like :func:`minibatches`, with :func:`augment` applied to each batch using the key
     ``fold_in(key, i)`` and then, if ``mean``/``std`` are given, :func:`normalise`. Batch ``i``
     depends only on ``key`` and ``i``, so a run resumed from step ``i`` sees exactly the batches
-    of an uninterrupted one. Keep ``x`` as uint8 (4x less memory) and pass the statistics."""
+    of an uninterrupted one. Keep ``x`` as uint8 (4x less memory) and pass the statistics.
+
+    Examples:
+      Batches of two normalised float32 images of the original size; a source built again from
+      the same key (as after a restart) gives the same batch ``i``:
+
+      >>> import jax, jax.numpy as jnp
+      >>> import numpy as np
+      >>> import itlin_core as ic
+      >>> x, y = np.arange(4 * 8 * 8 * 3, dtype=np.uint8).reshape(4, 8, 8, 3), np.arange(4)
+      >>> mean, std = ic.channel_stats(x)
+      >>> make = lambda: ic.augmented_minibatches(jax.random.key(0), x, y, 2, mean=mean, std=std)
+      >>> xb, yb = make()(5)
+      >>> xb.shape, xb.dtype, bool(jnp.array_equal(xb, make()(5)[0]))
+      ((2, 8, 8, 3), dtype('float32'), True)
+    """
     if (mean is None) != (std is None):
         raise ValueError("give both mean and std (to normalise) or neither.")
     _check_images(x, "x")
@@ -123,6 +172,15 @@ def split_microbatches(batch, size: int):
 
     Raises:
       ValueError: ``n`` is not a multiple of ``size``.
+
+    Examples:
+      A batch of six examples in microbatches of two: ``(6, ...)`` becomes ``(3, 2, ...)``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> xm, ym = ic.split_microbatches((jnp.zeros((6, 5)), jnp.arange(6)), 2)
+      >>> xm.shape, ym.tolist()
+      ((3, 2, 5), [[0, 1], [2, 3], [4, 5]])
     """
     n = jax.tree.leaves(batch)[0].shape[0]
     if n % size:
@@ -151,6 +209,17 @@ def random_crop(key, images, padding: int = 4):
 
     Zero is black for raw pixels, as in the usual CIFAR10 pipeline (pad, then normalise);
     applied after :func:`normalise` the padding is the mean colour instead.
+
+    Examples:
+      A crop of a 4x4 image of ones with ``padding=1`` keeps its size and shifts in at most one
+      row and one column of zeros, so it keeps between 3 x 3 = 9 and 16 ones:
+
+      >>> import jax, jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> out = ic.random_crop(jax.random.key(0), jnp.ones((5, 4, 4, 1)), padding=1)
+      >>> ones = out.sum(axis=(1, 2, 3))
+      >>> out.shape, bool(((ones >= 9) & (ones <= 16)).all())
+      ((5, 4, 4, 1), True)
     """
     _check_images(images)
     if padding < 0:
@@ -167,7 +236,21 @@ def random_crop(key, images, padding: int = 4):
 
 def random_flip(key, images):
     """Mirror each image left-right (the width axis of NHWC) with probability 1/2,
-    independently per image. Jittable; pure in ``key``."""
+    independently per image. Jittable; pure in ``key``.
+
+    Examples:
+      Each image comes back as itself or its mirror, and a flip applied twice with the same key
+      is the identity:
+
+      >>> import jax, jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> key, images = jax.random.key(0), jnp.arange(2 * 3 * 3).reshape(2, 3, 3, 1)
+      >>> once = ic.random_flip(key, images)
+      >>> bool(jnp.all((once == images) | (once == images[:, :, ::-1])))
+      True
+      >>> bool(jnp.array_equal(ic.random_flip(key, once), images))
+      True
+    """
     _check_images(images)
     flip = jax.random.bernoulli(key, 0.5, (images.shape[0],))
     return jnp.where(flip[:, None, None, None], images[:, :, ::-1, :], images)
@@ -176,7 +259,20 @@ def random_flip(key, images):
 def augment(key, images, padding: int = 4, flip: bool = True):
     """The standard CIFAR10 augmentation (used by Goldwaser and Ge, Figs. 3 and 10):
     :func:`random_crop` with ``padding`` then, if ``flip``, :func:`random_flip`; the two draws
-    use independent halves of ``key``. The same key gives the same images."""
+    use independent halves of ``key``. The same key gives the same images.
+
+    Examples:
+      The same key gives the same images, and with ``padding=0`` and ``flip=False`` nothing
+      changes:
+
+      >>> import jax, jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> key, images = jax.random.key(0), jnp.arange(2 * 8 * 8 * 3).reshape(2, 8, 8, 3)
+      >>> bool(jnp.array_equal(ic.augment(key, images), ic.augment(key, images)))
+      True
+      >>> bool(jnp.array_equal(ic.augment(key, images, padding=0, flip=False), images))
+      True
+    """
     k_crop, k_flip = jax.random.split(key)
     out = random_crop(k_crop, images, padding) if padding else images
     return random_flip(k_flip, out) if flip else out
@@ -186,7 +282,20 @@ def channel_stats(images):
     """Per-channel mean and standard deviation of ``images`` (N, H, W, C) on the [0, 1] scale
     (uint8 pixels are divided by 255): ``(mean (C,), std (C,))``, the population standard
     deviation. Accumulated in float64 over chunks of images, so CIFAR10's 50000 images never
-    exist as one float64 copy (1.2 GB)."""
+    exist as one float64 copy (1.2 GB).
+
+    Examples:
+      Channel 0 holds pixels 0 and 255 (0 and 1 on the [0, 1] scale: mean 0.5, std 0.5), and
+      channel 1 is the constant 51 (0.2, std 0):
+
+      >>> import numpy as np
+      >>> import itlin_core as ic
+      >>> images = np.zeros((2, 1, 1, 2), np.uint8)
+      >>> images[1, ..., 0], images[..., 1] = 255, 51
+      >>> mean, std = ic.channel_stats(images)
+      >>> np.round(mean, 6).tolist(), np.round(std, 6).tolist()
+      ([0.5, 0.2], [0.5, 0.0])
+    """
     images = np.asarray(images)
     _check_images(images)
     if images.size == 0:
@@ -209,7 +318,21 @@ def channel_stats(images):
 
 def normalise(images, mean, std, dtype=jnp.float32):
     """``(x - mean) / std`` per channel, with uint8 pixels first mapped to [0, 1]. Use the
-    training set's :func:`channel_stats` for both training and test images."""
+    training set's :func:`channel_stats` for both training and test images.
+
+    Examples:
+      Normalised with their own :func:`channel_stats`, images have mean 0 and std 1 in every
+      channel; the uint8 pixel 255 is 1 before scaling, so with mean and std 0.5 it becomes 1:
+
+      >>> import numpy as np
+      >>> import itlin_core as ic
+      >>> images = np.arange(4 * 2 * 2 * 3, dtype=np.uint8).reshape(4, 2, 2, 3)
+      >>> z = np.asarray(ic.normalise(images, *ic.channel_stats(images)))
+      >>> np.allclose(z.mean(axis=(0, 1, 2)), 0, atol=1e-5), np.allclose(z.std(axis=(0, 1, 2)), 1, atol=1e-5)
+      (True, True)
+      >>> ic.normalise(np.full((1, 1, 1, 1), 255, np.uint8), 0.5, 0.5).tolist()
+      [[[[1.0]]]]
+    """
     x = jnp.asarray(images)
     scaled = x.astype(dtype) / 255.0 if x.dtype == jnp.uint8 else x.astype(dtype)
     return (scaled - jnp.asarray(mean, dtype)) / jnp.asarray(std, dtype)

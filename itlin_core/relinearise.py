@@ -74,6 +74,15 @@ class RelinRule(NamedTuple):
       period: int32, the length of the first period in steps (``K_NEVER``: no schedule).
       ratio: float32 >= 1, each period is ``ratio`` times the previous one (1: fixed period).
       tol: float32 >= 0, relinearise after a step whose drift ``d_t >= tol`` (``inf``: never).
+
+    Examples:
+      A rule is three arrays; ``geometric(10, 2)`` has a first period of 10 steps, doubling, and no
+      drift trigger:
+
+      >>> import itlin_core as ic
+      >>> rule = ic.geometric(10, 2.0)
+      >>> rule.period.item(), rule.ratio.item(), rule.tol.item(), str(rule)
+      (10, 2.0, inf, 'geometric(10, 2)')
     """
 
     period: jax.Array
@@ -260,7 +269,16 @@ def as_rule(K) -> RelinRule:
 
 
 def stack_rules(rules: Sequence) -> RelinRule:
-    """Stack rules (or periods, meaning :func:`every`) along a leading run axis, for a vmapped sweep."""
+    """Stack rules (or periods, meaning :func:`every`) along a leading run axis, for a vmapped sweep.
+
+    Examples:
+      Rules of different kinds stack into one rule of arrays with a run axis of length 3:
+
+      >>> import itlin_core as ic
+      >>> rules = ic.stack_rules([10, ic.geometric(5, 2.0), ic.on_drift(0.1)])
+      >>> rules.period.shape, str(rules)
+      ((3,), '[K=10, geometric(5, 2), on_drift(0.1)]')
+    """
     rules = [as_rule(r) for r in rules]
     if not rules:
         raise ValueError("stack_rules needs at least one rule, got an empty sequence.")

@@ -13,8 +13,7 @@ Conventions:
   pairs: calling :func:`train` again with the same step and batch source does not compile again
   (the cache keeps those steps, and what they close over, alive; older ones are released). The
   state is *donated* to the chunk (its buffers are reused for the new state, so a run holds one
-  copy of the state, not two); :func:`train` first copies the state it is given, so the
-  caller's arrays stay valid.
+  copy of the state, not two); :func:`train` first copies the state it is given, so the caller's arrays stay valid.
 * A sweep step (one that says how many runs it holds, ``step.runs``, and can pad itself,
   ``step.with_runs(n)``, as :func:`itlin_core.make_il_sweep_step`'s does) is split over the
   devices of ``mesh`` (:mod:`itlin_core.sharding`): the runs are padded to a multiple of the
@@ -51,7 +50,16 @@ CACHED_STEPS = 8
 
 
 class TrainingDiverged(FloatingPointError):
-    """The training loss became NaN or infinite."""
+    """The training loss became NaN or infinite.
+
+    Examples:
+      :func:`train` raises it at step 2 for the loss ``1 / s`` of a state ``s`` counting down from 2:
+
+      >>> import itlin_core as ic
+      >>> try: ic.train(lambda s, b: (s - 1, {"loss": 1 / s}), 2.0, None, 5, progress="off")
+      ... except ic.TrainingDiverged as e: print(str(e).split(";")[0])
+      training: the loss became non-finite at step 2
+    """
 
 
 class _Closure:
@@ -244,13 +252,18 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
       ``None``, ``history["seconds"]`` the wall time of training (summed over resumed calls).
       With ``on_nonfinite="ignore"`` (or ``"auto"`` on a sweep) also ``history["nonfinite_at"]``: for each entry of the
       loss (one per run for a sweep), the first step whose loss was non-finite, ``-1`` for none.
-      With ``checkpoint_path`` also ``history["resumed_from"]``: the step this call started
-      from (0 for a fresh run).
+      With ``checkpoint_path`` also ``history["resumed_from"]``: the step this call started from (0 for a fresh run).
 
     Raises:
-      ValueError: bad arguments, or a checkpoint from a different run (structure, key or
-        settings differ).
+      ValueError: bad arguments, or a checkpoint from a different run (structure, key or settings differ).
       TrainingDiverged: a non-finite loss under ``on_nonfinite="raise"``.
+
+    Examples:
+      Three steps that halve the state ``s`` with loss ``s``; each loss is taken before its step's update:
+
+      >>> import itlin_core as ic
+      >>> ic.train(lambda s, b: (s / 2, {"loss": s}), 1.0, None, 3, progress="off")[1]["loss"].tolist()
+      [1.0, 0.5, 0.25]
     """
     if on_nonfinite not in ("auto", "raise", "stop", "ignore"):
         raise ValueError(f"on_nonfinite must be 'auto', 'raise', 'stop' or 'ignore', got {on_nonfinite!r}.")

@@ -31,3 +31,13 @@ def test_docstring_examples_run(name):
 def test_main_functions_have_examples(fn):
     doc = getattr(ic, fn).__doc__
     assert "Examples:" in doc and ">>>" in doc, f"ic.{fn} has no runnable example"
+
+
+def test_every_public_name_has_a_runnable_example():
+    """Every name of ``itlin_core.__all__`` shows a runnable example (``>>>``) in its docstring,
+    run by test_docstring_examples_run."""
+    import inspect
+
+    missing = [name for name in ic.__all__ if ">>>" not in (inspect.getdoc(getattr(ic, name)) or "")]
+    assert not missing, f"public names without a runnable example: {missing}"
+
