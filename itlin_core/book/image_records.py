@@ -83,24 +83,6 @@ def accuracy_noise_points(n_eval: int) -> float:
     return 100.0 * float(np.sqrt(0.25 / n_eval))
 
 
-def describe(cfg: ImageRunConfig) -> str:
-    """The settings of a run group that matter, in one line."""
-    Ks = ", ".join(k_text(k) for k in cfg.Ks)
-    lams = "" if set(cfg.dampings) == {0.0} else "; lambda in {" + ", ".join(f"{v:g}" for v in cfg.dampings) + "}"
-    batch = "full batch" if cfg.batch_size is None else f"batch {cfg.batch_size}"
-    if cfg.microbatch is not None:
-        batch += f" (gradient summed over chunks of {cfg.microbatch:,})"
-    n = "all training images" if cfg.n_train is None else f"{cfg.n_train:,} training images"
-    width = "" if cfg.width is None else f" (width {cfg.width})"
-    extra = (f"; probes fitted on {cfg.probe_train:,} images" if cfg.probes else "") + \
-            (f"; first {cfg.n_filters} filters recorded" if cfg.n_filters else "") + \
-            (f"; curvature measured on {cfg.curvature_batch:,} images" if cfg.curvature_batch else "") + \
-            ("; optimiser state reset at every feature update" if cfg.reset_optimizer else "")
-    return (f"{cfg.model}{width} on {cfg.dataset}, {cfg.optimizer} lr={cfg.lr:g}, {batch}, {n}"
-            f"{', augmented' if cfg.augment else ''}; K in {{{Ks}}}{lams}; {cfg.steps:,} steps, "
-            f"evaluated every {cfg.eval_every:,} on {cfg.n_eval:,} test images{extra}")
-
-
 def settings_markdown(groups: dict) -> str:
     """The run groups of a chapter (``{name: ImageRunConfig}``) as a Markdown table, one row per
     group: the table of typed settings a chapter notebook displays."""
@@ -245,5 +227,5 @@ def check_record(name: str, rec: dict, smoke: bool = False, exact: bool = True) 
         assert all(d is None for d in rec["diverged_at"]), (name, rec["diverged_at"])
 
 
-__all__ = ["config_matches", "settings_markdown", "summarise", "best_accuracy", "accuracy_noise_points", "describe", "format_setting", "records_equal", "check_record",
+__all__ = ["config_matches", "settings_markdown", "summarise", "best_accuracy", "accuracy_noise_points", "format_setting", "records_equal", "check_record",
            "ANCHOR_RTOL", "ANCHOR_ATOL", "ANCHOR_FLIPS"]
