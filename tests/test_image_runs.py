@@ -436,7 +436,7 @@ def test_rule_specs_count_their_updates_and_name_themselves():
                                   common.feature_updates([5], np.arange(60)))
     with pytest.raises(ValueError, match="depends on the run"):
         common.feature_updates(["on_drift(0.1)"], [10])
-    assert common.k_label("on_drift( 0.1 )") == "on_drift( 0.1 )" and common.k_text(10) == "10"
+    assert common.k_label("on_drift( 0.1 )") == "on_drift(0.1)" and common.k_text(10) == "10"
     assert [common.rule_family(k) for k in (1, None, "geometric(2, 2)", "on_drift(0)")] == \
         ["fixed", "fixed", "geometric", "drift"]
 
