@@ -13,6 +13,7 @@ from . import plotting
 from .image_settings import CIFAR_PAPER_LR, LAPTOP, LAPTOP_LR, SMOKE, group
 from .claims import Claim, final_accuracy, judge, largest_finite_k, pct, tolerance
 from .image_records import best_accuracy
+from .records import load_results
 
 #: The proximal weights of Fig. 9 bottom: our choice, the papers do not list their lambdas.
 DAMPINGS = (0.0, 1e-3, 1e-2, 1e-1, 1.0)
@@ -226,7 +227,6 @@ def reset_record(results):
     colab record was made), else ``(None, None)``."""
     if results is not None and "fig8_adam_reset" in results:
         return results, None
-    from .records import load_results
     record = load_results("cifar_damping", ("laptop",))
     if record is None or "fig8_adam_reset" not in record["data"]:
         return None, None

@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from .image_records import accuracy_noise_points
+from .image_records import accuracy_noise_points, best_accuracy
 
 #: Why a row can be unjudged.
 REASONS = ("diverged", "not trained", "setting not reached", "not recorded")
@@ -86,13 +86,12 @@ def final_accuracy(rec, metric: str = "test_accuracy_proxy") -> np.ndarray:
 
 def best_train_accuracy(rec) -> np.ndarray | None:
     """Per run, the best training accuracy of the model being trained (the proxy, which is the
-    network whenever K = 1) over the record's evaluations, or ``None`` where the record does not
+    network whenever K = 1) over the record's evaluations
+    (:func:`~itlin_core.book.image_records.best_accuracy`), or ``None`` where the record does not
     hold it."""
-    a = rec.get("metrics", {}).get("train_accuracy_proxy")
-    if a is None:
+    if "train_accuracy_proxy" not in rec.get("metrics", {}):
         return None
-    a = np.asarray(a, dtype=np.float64)
-    return np.where(np.isfinite(a).any(axis=0), np.nanmax(np.where(np.isfinite(a), a, -np.inf), axis=0), np.nan)
+    return best_accuracy(rec, "train_accuracy_proxy")
 
 
 def divergences(rec, runs=None) -> list:
