@@ -8,13 +8,14 @@ from itlin_core.book import cifar_few_updates as ch
 from itlin_core.book import claims as ch_claims
 
 
-def rec(Ks, final, best=None, updates=None, n_eval=10_000):
+def rec(Ks, final, best=None, updates=None, n_eval=10_000, lr=1e-3):
     """A record with two evaluations: accuracies 0.1 at the start, ``final`` at the end (and
-    ``best`` in between when given)."""
+    ``best`` in between when given), trained at ``lr`` (at 1e-3 Fig. 3's plateau claim covers
+    K <= 100: lr x K <= ch.PLATEAU_TIME)."""
     final = np.asarray(final, float)
     rows = [np.full(len(Ks), 0.1)] + ([np.asarray(best, float)] if best is not None else []) + [final]
     upd = np.asarray(updates if updates is not None else [1] * len(Ks))
-    return {"Ks": list(Ks), "labels": [str(k) for k in Ks], "n_eval": n_eval,
+    return {"Ks": list(Ks), "labels": [str(k) for k in Ks], "n_eval": n_eval, "config": {"lr": lr},
             "eval_step": np.arange(len(rows)), "feature_updates": np.stack([np.ones(len(Ks), int), upd]),
             "metrics": {"test_accuracy_proxy": np.stack(rows)}}
 
@@ -93,3 +94,30 @@ def test_every_row_names_the_papers_metric():
     assert metrics["Few feature updates suffice"] == "final test accuracy"                   # Fig. 2 plots curves
     assert metrics["A wide range of K behaves like SGD"].startswith("best test accuracy")  # App. C.2.1: early stopping
     assert all(r["verdict"] in ch_claims.VERDICTS for r in rows)
+
+
+def test_the_plateau_claim_covers_the_papers_range_of_lr_x_k():
+    """Fig. 3's plateau is claimed up to the paper's K = 1e4 in training time per linearisation
+    (lr x K): at lr 1e-3 that is K <= 100, so K = 1000 far below K = 1 does not contradict it,
+    while K = 100 below it does; at lr 1e-2 only K = 1 and 10 are in range, too few to judge."""
+    assert ch.PLATEAU_TIME == pytest.approx(0.1)
+    far = rec([1, 10, 100, 1000], [0.55, 0.552, 0.548, 0.30])
+    row = next(r for r in ch.claims(dict(GOOD, fig3=far)) if r["claim"].startswith("A wide"))
+    assert row["verdict"] == "yes" and "beyond (not part of the claim): K=1,000 30.0%" in row["shows"]
+    near = rec([1, 10, 100, 1000], [0.55, 0.552, 0.50, 0.55])
+    assert verdicts(dict(GOOD, fig3=near))["A wide range of K behaves like SGD"] == "no"
+    fast = rec([1, 10, 100, 1000], [0.55, 0.552, 0.548, 0.55], lr=1e-2)
+    assert verdicts(dict(GOOD, fig3=fast))["A wide range of K behaves like SGD"] == "unjudged (setting not reached)"
+
+
+def test_k_inf_in_its_own_group_is_judged_from_that_group():
+    """The laptop preset trains K = inf alone at its own learning rate (group fig3_inf): the
+    no-feature-learning row uses that run, and needs it trained."""
+    sweep = rec([1, 10, 100, 1000], [0.55, 0.552, 0.548, 0.50])
+    for acc, verdict in ((0.45, "yes"), (0.549, "no")):
+        got = verdicts(dict(GOOD, fig3=sweep, fig3_inf=rec([None], [acc], lr=1e-2)))
+        assert got["No feature learning costs accuracy"] == verdict
+    untrained = with_training(rec([None], [0.45], lr=1e-2), [0.5])
+    row = next(r for r in ch.claims(dict(GOOD, fig3=sweep, fig3_inf=untrained)) if r["claim"].startswith("No"))
+    assert row["verdict"] == "unjudged (not trained)" and "lr 0.01" in row["shows"]
+    assert verdicts(dict(GOOD, fig3=sweep))["No feature learning costs accuracy"] == "unjudged (setting not reached)"
