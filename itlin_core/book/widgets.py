@@ -144,7 +144,7 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
 #{uid} output {{font-variant-numeric: tabular-nums;}}
 #{uid} button {{min-width: 2em;}}
 #{uid} img {{max-width: 100%; height: auto; display: block; margin-top: 0.4em;}}
-#{uid} .itlin-slider-caption {{font-size: 0.9em; margin: 0.3em 0 0 0; color: var(--pst-color-text-muted, #555);}}
+#{uid} .itlin-slider-caption {{font-size: 0.9em; margin: 0.3em 0 0 0; color: inherit; opacity: 0.85;}}
 </style>
 <div class="itlin-slider-row">
 <div class="itlin-slider-head">
