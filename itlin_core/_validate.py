@@ -7,6 +7,7 @@ says what was wrong and what is allowed. Checks are skipped for values that are 
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -96,16 +97,107 @@ def check_examples(name: str, x) -> int:
     return n
 
 
-def check_whole(name: str, v, minimum: int) -> int:
-    """``v`` as an int, or ValueError unless it is a whole number >= ``minimum`` (a whole float
-    such as ``1e4`` and a concrete 0-d array are accepted)."""
+def check_whole(name: str, v, minimum: int, maximum: int | None = None, why: str = "") -> int:
+    """``v`` as an int, or ValueError unless it is a whole number >= ``minimum`` (and <= ``maximum``,
+    which ``why`` explains; a whole float such as ``1e4`` and a concrete 0-d array are accepted,
+    2.5, ``True`` and ``"4"`` not)."""
     if isinstance(v, (jax.Array, np.ndarray)) and v.ndim == 0 and not is_traced(v):
         v = v.item()
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(v) or int(v) != v or v < minimum:
+            or not math.isfinite(v) or int(v) != v or v < minimum or (maximum is not None and v > maximum):
         kind = "a non-negative" if minimum == 0 else "a positive" if minimum == 1 else f"an (>= {minimum})"
-        raise ValueError(f"{name} must be {kind} integer, got {v!r}.")
+        most = "" if maximum is None else f" of at most {maximum:,}{why}"
+        raise ValueError(f"{name} must be {kind} integer{most}, got {v!r}.")
     return int(v)
+
+
+def check_sizes(name: str, values, length: int | None = None) -> list:
+    """``values`` as a list of ints, or ValueError unless it is a sequence (of ``length``) of
+    positive whole numbers (layer widths, channels, image sizes); the message names the entry."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or \
+            (length is not None and len(values) != length):
+        raise ValueError(f"{name} must be a sequence of {f'{length} ' if length else ''}positive integers, "
+                         f"got {values!r}.")
+    return [check_whole(f"{name}[{i}]", v, 1) for i, v in enumerate(values)]
+
+
+def positive_ints(**sizes) -> list:
+    """Each keyword argument as an int, checked by :func:`check_whole` (a positive integer), in order."""
+    return [check_whole(name, v, 1) for name, v in sizes.items()]
+
+
+def check_number(name: str, v, *, minimum: float | None = None, strict: bool = False, note: str = ""):
+    """ValueError unless ``v`` is a finite real number (``>= minimum``, or ``> minimum`` when
+    ``strict``); a concrete 0-d array is accepted and traced values pass unchecked. Returns ``v``."""
+    if is_traced(v):
+        return v
+    x = v.item() if isinstance(v, (jax.Array, np.ndarray)) and v.ndim == 0 else v
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real) or not math.isfinite(x) or \
+            (minimum is not None and (x < minimum or (strict and x == minimum))):
+        bound = "" if minimum is None else f" {'>' if strict else '>='} {minimum:g}"
+        raise ValueError(f"{name} must be a finite number{bound}{note}, got {v!r}.")
+    return v
+
+
+def check_step_room(state, steps: int) -> None:
+    """ValueError unless the integer step counter ``state.step`` (when the state has a concrete
+    one, e.g. :class:`itlin_core.ILState`'s int32) can count ``steps`` more steps without wrapping
+    around; an int32 counter stops one short of its maximum, the period that means "never"."""
+    step = getattr(state, "step", None)
+    if is_traced(step) or not hasattr(step, "dtype") or not np.issubdtype(step.dtype, np.integer) or not step.size \
+            or not getattr(step, "is_fully_addressable", True):     # a multi-host array: not readable here
+        return
+    now, limit = int(np.max(np.asarray(step))), int(np.iinfo(step.dtype).max) - 1
+    if now + steps > limit:
+        raise ValueError(f"num_steps: the state's step counter ({step.dtype}) is at {now:,}, and {steps:,} more steps "
+                         f"would take it past {limit:,}, where it would wrap around to negative steps; train fewer "
+                         f"steps (at most {max(limit - now, 0):,}) or start again from a fresh state.")
+
+
+def _shapes(tree) -> dict:
+    return {jax.tree_util.keystr(path): tuple(np.shape(a) if not hasattr(a, "shape") else a.shape)
+            for path, a in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+def tree_mismatch(given, expected, given_name: str = "params", expected_name: str = "this model") -> str | None:
+    """``None`` when the pytrees ``given`` and ``expected`` have the same leaves (by path) of the same
+    shapes, else a sentence naming the first leaf that differs (its path, the shapes)."""
+    g, e = _shapes(given), _shapes(expected)
+    if g == e:
+        return None
+    for path in e:
+        if path not in g:
+            return f"{given_name} has no leaf {given_name}{path}, which {expected_name} has (shape {e[path]})"
+    for path in g:
+        if path not in e:
+            return f"{given_name}{path} (shape {g[path]}) is a leaf that {expected_name} does not have"
+        if g[path] != e[path]:
+            return f"{given_name}{path} has shape {g[path]}, but {expected_name} expects {e[path]}"
+    return f"{given_name} and {expected_name} list their leaves in another order"
+
+
+def with_param_check(model: str, init, *fns):
+    """``fns`` (each ``fn(params, ...)``) wrapped to first check ``params`` against what ``init``
+    builds (its shapes found once by ``jax.eval_shape``; shapes are static, so the check also runs
+    under ``jit`` and ``vmap``): parameters of another model raise a ValueError naming the leaf."""
+    expected = []
+
+    def check(params):
+        if not expected:
+            expected.append(jax.eval_shape(init, jax.random.PRNGKey(0)))
+        bad = tree_mismatch(params, expected[0], "params", f"this {model}")
+        if bad:
+            raise ValueError(f"{model}: {bad}. These parameters belong to another model; build them with this "
+                             "model's init (model.init(key)).")
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def checked(params, *args, **kwargs):
+            check(params)
+            return fn(params, *args, **kwargs)
+        return checked
+
+    return [wrap(fn) for fn in fns]
 
 
 def check_microbatch(microbatch):

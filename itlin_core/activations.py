@@ -15,14 +15,15 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from ._validate import check_number
+
 
 def _relu_pair(beta):
     return jax.nn.relu, lambda z: (z > 0).astype(z.dtype)
 
 
 def _silu_pair(beta):
-    if not beta > 0:
-        raise ValueError(f"the SiLU temperature beta must be > 0, got {beta!r}.")
+    check_number("the SiLU temperature beta", beta, minimum=0.0, strict=True, note=" (its limit inf is 'relu')")
 
     def silu(z):
         return z * jax.nn.sigmoid(beta * z)

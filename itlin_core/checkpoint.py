@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._io import FLOAT_WORDS, atomic_write, encode_float
+from ._validate import check_whole
 
 FORMAT_VERSION = 1
 
@@ -102,6 +103,7 @@ def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta:
       >>> print(ck.state.tolist(), ck.step, ck.history, ck.key.tolist() == jax.random.key_data(key).tolist())
       [1.0, 1.0] 3 {'diverged_at': None} True
     """
+    step = check_whole("step", step, 0)
     leaves, treedef = jax.tree.flatten(state)
     arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
     scalars = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ._validate import check_number, positive_ints
 from .activations import activation_pair
 # CIFAR10 and MNIST live in itlin_core.datasets; re-exported so that ``data.cifar10()`` reads
 # like the toy sets.
@@ -34,8 +35,7 @@ def single_index(key, n_train: int, n_test: int, d: int, link: str = "abs"):
              "tanh3": lambda z: jnp.tanh(3.0 * z)}
     if link not in links:
         raise ValueError(f"unknown link {link!r}; use one of {sorted(links)}.")
-    if min(n_train, n_test, d) < 1:
-        raise ValueError(f"n_train, n_test and d must be >= 1, got {n_train}, {n_test}, {d}.")
+    n_train, n_test, d = positive_ints(n_train=n_train, n_test=n_test, d=d)
     kw, ktr, kte = jax.random.split(key, 3)
     w = jax.random.normal(kw, (d,))
     w = w / jnp.linalg.norm(w)
@@ -51,6 +51,8 @@ def regression_1d(key, n_train: int, n_test: int, noise_std: float = 0.0, interv
     training targets) with training inputs uniform on ``interval`` and test inputs on an evenly
     spaced grid over it (for plotting functions). Returns the same dict layout as
     :func:`single_index` (without ``w_star``)."""
+    n_train, n_test = positive_ints(n_train=n_train, n_test=n_test)
+    check_number("noise_std", noise_std, minimum=0.0)
     lo, hi = interval
     if not hi > lo:
         raise ValueError(f"interval must be (low, high) with low < high, got {interval!r}.")
@@ -72,6 +74,7 @@ def quintic_data(n_train: int = 20, n_test: int = 1000, interval=(-3.5, 3.5)):
     Ge 2024, App.
     C.2.3 uses 20 and 1000 points; it does not give the interval: the book uses [-3.5, 3.5],
     where the target stays within [-4, 4] and all four of its turning points lie inside)."""
+    n_train, n_test = positive_ints(n_train=n_train, n_test=n_test)
     lo, hi = interval
     if not hi > lo:
         raise ValueError(f"interval must be (low, high) with low < high, got {interval!r}.")
@@ -87,8 +90,7 @@ def xor(key, n: int, noise_var: float = 0.1):
     """The XOR data of Goldwaser and Ge 2024 (§4.2, Fig. 7): ``x = z + eps`` with ``z`` uniform on the four
     corners ``{-1, 1}^2`` (:data:`XOR_CENTRES`) and ``eps ~ N(0, noise_var I)``, and the label
     ``y = x_1 x_2`` (shape ``(n, 1)``). Returns ``(x, y)``."""
-    if n < 1 or noise_var < 0:
-        raise ValueError(f"n must be >= 1 and noise_var >= 0, got n={n}, noise_var={noise_var}.")
+    (n,), noise_var = positive_ints(n=n), check_number("noise_var", noise_var, minimum=0.0)
     kz, ke = jax.random.split(key)
     z = XOR_CENTRES[jax.random.randint(kz, (n,), 0, 4)]
     x = z + jnp.sqrt(noise_var) * jax.random.normal(ke, (n, 2))
@@ -107,8 +109,7 @@ def teacher_student(key, n_train: int, n_test: int, d: int = 10, m_star: int = 5
     Returns a dict with ``x_train (n_train, d)``, ``y_train (n_train,)``, ``x_test``, ``y_test``
     and the teacher's ``u_star (m_star, d)``, ``v_star (m_star,)``.
     """
-    if min(n_train, n_test, d, m_star) < 1:
-        raise ValueError(f"n_train, n_test, d and m_star must be >= 1, got {n_train}, {n_test}, {d}, {m_star}.")
+    n_train, n_test, d, m_star = positive_ints(n_train=n_train, n_test=n_test, d=d, m_star=m_star)
     gamma, _ = activation_pair(activation, beta)
     ku, kv, ktr, kte = jax.random.split(key, 4)
     u_star = jax.random.normal(ku, (m_star, d))

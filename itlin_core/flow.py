@@ -27,7 +27,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from ._linalg import psd_eigh
+from ._linalg import check_kernel, psd_eigh
 from ._validate import check_examples, is_traced
 from .ntk import as_2d, empirical_ntk, kernel_matrix
 
@@ -75,8 +75,12 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
       t: a time (float, may be ``math.inf``) or a 1-D array of times.
       ntk_test_train: ``Theta(X*, X)``: ``(M, N)`` or ``(M, N, O, O)``; optional.
       f0_test: outputs at ``t = 0`` on the test inputs, needed with ``ntk_test_train``.
-      rcond: eigenvalues below ``rcond * max eigenvalue`` count as zero
+      rcond: eigenvalues below ``rcond * max eigenvalue`` count as zero, a number in [0, 1)
         (default ``N*O * machine epsilon``).
+
+    ``ntk_train`` is checked, not repaired, as by :func:`itlin_core.kernel_solve`: real, finite,
+    symmetric and positive semi-definite within a relative tolerance (``max(1e-5, n eps)`` for
+    float32, ``max(1e-10, n eps)`` for float64), and not all zero (when concrete).
 
     Returns:
       ``(f_train_t, f_test_t)`` with a leading time axis when ``t`` is an array;
@@ -103,13 +107,16 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
     n, o = f2.shape
     # Work on (N*O,) when the kernel couples outputs, else on (N, O) columns sharing one kernel.
     r0 = (f2 - y2).reshape(-1) if full else (f2 - y2)
-    ev, vecs, cutoff = psd_eigh(kmat, rcond)
+    ev, vecs, cutoff = psd_eigh(kmat, rcond, check="ntk_train")   # real, symmetric, PSD: checked, not repaired
+    if not is_traced(ev) and float(ev[-1]) == 0:
+        raise ValueError("ntk_train is all zeros: the model's outputs do not depend on its parameters, so there is "
+                         "no flow to follow (every direction is null); pass the kernel J J^T of the model.")
     coeff = vecs.T @ r0  # components of the initial residual along the eigenvectors
 
     if ntk_test_train is not None:
         f0t = jnp.asarray(f0_test)
         ft2 = as_2d(f0t)
-        kt = jnp.asarray(ntk_test_train)
+        kt = check_kernel("ntk_test_train", ntk_test_train, square=False)
         m = ft2.shape[0]
         if full:
             if kt.shape != (m, n, o, o):

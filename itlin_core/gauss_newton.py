@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._linalg import kernel_solve
-from ._validate import check_damping, check_examples, check_whole, is_traced
+from ._linalg import check_kernel, check_psd, kernel_solve, solve
+from ._validate import K_NEVER, check_damping, check_examples, check_number, check_whole, is_traced
 from .linearise import linearised_objective, linearised_value_and_grad, tree_vdot
 from .ntk import as_2d, empirical_ntk, kernel_matrix
 
@@ -106,7 +106,7 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
                              f"({r.size}, {r.size}) for {out.shape[0]} examples x {out.shape[1]} outputs.")
     if dtype is not None:
         kmat, r = kmat.astype(dtype), r.astype(dtype)
-    a = kernel_solve(kmat, r, damping, rcond=rcond)
+    a = solve(kmat, r, damping, rcond)
     (d,) = pullback(a.reshape(out.shape).astype(out.dtype))
     return d
 
@@ -130,6 +130,7 @@ def gn_step(apply_fn: Callable, params: PyTree, x, y, lr: float = 1.0, damping=0
       >>> print(round(float(p["a"]), 5), round(float(p["b"]), 5))
       1.0 2.0
     """
+    check_number("lr (the step size)", lr, minimum=0.0, strict=True)
     d = gn_direction(apply_fn, params, x, y, damping, **kwargs)
     return optax.tree_utils.tree_add_scale(params, -lr, d)
 
@@ -152,6 +153,7 @@ def gn_iterate(apply_fn: Callable, params: PyTree, x, y, num_steps: int, *, lr: 
     """
     num_steps = check_whole("num_steps", num_steps, 0)
     check_damping(damping)
+    check_number("lr (the step size)", lr, minimum=0.0, strict=True)
     body = lambda p, _: (gn_step(apply_fn, p, x, y, lr=lr, damping=damping, **kwargs), None)
     return jax.lax.scan(body, params, None, length=num_steps)[0]
 
@@ -209,7 +211,7 @@ def tgn_step(apply_fn: Callable, params: PyTree, x, y, *, loss_fn: Callable,
       10 0.999 True
     """
     check_damping(damping)
-    num_steps = check_whole("num_steps", num_steps, 1)
+    num_steps = check_whole("num_steps", num_steps, 1, K_NEVER)   # an int32 counter counts the steps
     if not is_traced(rtol) and (isinstance(rtol, bool) or not isinstance(rtol, numbers.Real)
                                 or not math.isfinite(rtol) or rtol < 0):
         raise ValueError(f"rtol must be a finite number >= 0 (0: run all num_steps), got {rtol!r}.")
@@ -267,7 +269,8 @@ def gd_steps_to_tolerance(ntk, residual, lr: float, rtol: float, max_steps: int 
 
     Args:
       ntk: the ``(M, M)`` kernel ``J J^T`` at the anchor (``ic.empirical_ntk(..., full=True)``
-        reshaped to a matrix, or ``ic.kernel_matrix``).
+        reshaped to a matrix, or ``ic.kernel_matrix``); real, finite, symmetric and positive
+        semi-definite within the tolerance of :func:`itlin_core.kernel_solve` (checked, not repaired).
       residual: ``f(theta_s, X) - Y``, ``M`` numbers in the kernel's order.
       lr: the inner gradient descent's learning rate, ``0 < lr * sigma_max <= 2``.
       rtol: TGN's tolerance ``beta >= 0``.
@@ -278,6 +281,7 @@ def gd_steps_to_tolerance(ntk, residual, lr: float, rtol: float, max_steps: int 
       >>> gd_steps_to_tolerance(np.diag([1.0, 0.1]), np.ones(2), lr=0.5, rtol=0.1)
       22
     """
+    dtype = check_kernel("ntk", ntk, square=False).dtype
     theta = np.asarray(ntk, dtype=np.float64)
     r = np.asarray(residual, dtype=np.float64).reshape(-1)
     if theta.ndim != 2 or theta.shape[0] != theta.shape[1] or theta.shape[0] != r.size:
@@ -289,7 +293,9 @@ def gd_steps_to_tolerance(ntk, residual, lr: float, rtol: float, max_steps: int 
     max_steps = check_whole("max_steps", max_steps, 0)
     if rtol < 0:
         raise ValueError(f"rtol must be >= 0, got {rtol!r}.")
+    check_kernel("ntk", ntk)            # symmetric within a tolerance; then positive semi-definite
     sigma, u = np.linalg.eigh((theta + theta.T) / 2)
+    check_psd("ntk", sigma, dtype)
     sigma = np.clip(sigma, 0.0, None)
     if lr <= 0 or lr * sigma.max() > 2:
         raise ValueError(f"lr must satisfy 0 < lr * sigma_max <= 2 (gradient descent on the linearised loss "
@@ -338,8 +344,8 @@ def damping_min_eigenvalue(alpha: float = 1.0, floor: float = 1e-7) -> Callable:
       >>> print(round(float(d), 4))
       -1.0
     """
-    if alpha < 0 or floor < 0:
-        raise ValueError(f"alpha and floor must be >= 0, got alpha={alpha!r}, floor={floor!r}.")
+    check_number("alpha (the multiple of the smallest eigenvalue)", alpha, minimum=0.0)
+    check_number("floor (the smallest damping)", floor, minimum=0.0)
     return lambda ev: jnp.maximum(floor, alpha * ev[0])
 
 

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._validate import K_NEVER, check_damping, check_period
+from ._validate import K_NEVER, check_damping, check_period, check_whole
 from .linearise import _value_grad, linearise
 from .relinearise import RelinRule, as_rule, drift_ratio, relinearise_next, stack_rules, uses_drift
 
@@ -266,7 +266,9 @@ def make_il_sweep_step(apply_fn: Callable, loss_fn: Callable, optimizer: optax.G
     reset_optimizer = _check_flag("reset_optimizer", reset_optimizer)
     drift = uses_drift(rules)
     if isinstance(damping, (list, tuple)) or np.ndim(damping) == 1:
-        lams = [check_damping(float(lam)) for lam in damping]
+        if any(callable(lam) for lam in damping):
+            raise ValueError("damping: a sequence (one per K) must hold numbers; a callable rule is not allowed there.")
+        lams = [float(check_damping(lam)) for lam in damping]
         if len(lams) != len(Ks):
             raise ValueError(f"damping has {len(lams)} values but there are {len(Ks)} values of K; "
                              "give one damping per K, or a single number for all runs.")
@@ -340,6 +342,7 @@ def replicate(tree: PyTree, n: int) -> PyTree:
       >>> tree["w"].tolist(), tree["step"].shape
       ([[1.0, 2.0], [1.0, 2.0], [1.0, 2.0]], (3,))
     """
+    n = check_whole("n (the number of copies)", n, 1)
     return jax.tree.map(lambda a: jnp.broadcast_to(a, (n,) + jnp.shape(a)), tree)
 
 

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ._validate import check_damping, check_microbatch
+from ._validate import check_damping, check_microbatch, tree_mismatch
 from .pipeline import split_microbatches
 
 PyTree = Any
@@ -77,6 +77,9 @@ def linearise(apply_fn: Callable, params_s: PyTree) -> Callable:
     """
 
     def apply_lin(params, *args, **kwargs):
+        bad = tree_mismatch(params, params_s, "params", "the anchor params_s")   # shapes: static, also under jit
+        if bad:
+            raise ValueError(f"linearise: {bad}; params must have the leaves and shapes of the anchor.")
         delta = tree_sub(params, params_s)
         f_s, jvp_out = jax.jvp(lambda p: apply_fn(p, *args, **kwargs), (params_s,), (delta,))
         return jax.tree.map(jnp.add, f_s, jvp_out)

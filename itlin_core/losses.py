@@ -17,7 +17,8 @@ import optax
 
 
 def _matched(outputs, targets):
-    """Targets in the outputs' shape; (N,) and (N, 1) are treated as the same."""
+    """Targets in the outputs' shape; shapes that differ only by a trailing axis of 1 ((N,) and
+    (N, 1)) are treated as the same, any other difference (even of equal size) is refused."""
     outputs, targets = jnp.asarray(outputs), jnp.asarray(targets)
     for name, a in (("outputs", outputs), ("targets", targets)):
         if not (jnp.issubdtype(a.dtype, jnp.integer) or jnp.issubdtype(a.dtype, jnp.floating)):
@@ -26,11 +27,11 @@ def _matched(outputs, targets):
     floats = [a.dtype for a in (outputs, targets) if jnp.issubdtype(a.dtype, jnp.floating)]
     to = floats[0] if floats else jnp.result_type(float)
     outputs, targets = (a if jnp.issubdtype(a.dtype, jnp.floating) else a.astype(to) for a in (outputs, targets))
-    if outputs.shape != targets.shape:
-        if outputs.size != targets.size or outputs.shape[:1] != targets.shape[:1]:
+    if outputs.shape != targets.shape:   # only (N, ...) against (N, ..., 1): no other reshape
+        if outputs.shape + (1,) != targets.shape and targets.shape + (1,) != outputs.shape:
             raise ValueError(
-                f"outputs and targets must have the same shape (up to a trailing axis of 1), "
-                f"got {outputs.shape} and {targets.shape}.")
+                f"outputs and targets must have the same shape (up to one trailing axis of 1, as (N,) and "
+                f"(N, 1)), got {outputs.shape} and {targets.shape}.")
         targets = targets.reshape(outputs.shape)
     if outputs.size == 0:
         raise ValueError(f"outputs and targets are empty (shape {outputs.shape}); a loss over no examples is undefined.")
@@ -49,6 +50,11 @@ def squared_error(outputs, targets):
       2.5
       >>> float(ic.squared_error(jnp.array([[1.0], [2.0]]), jnp.zeros(2)))
       2.5
+
+    Raises:
+      ValueError: shapes that differ other than by one trailing axis of 1 (no other reshape, even
+        of equal size), or no entries.
+      TypeError: values that are not real numbers.
     """
     outputs, targets = _matched(outputs, targets)
     return 0.5 * jnp.sum((outputs - targets) ** 2)

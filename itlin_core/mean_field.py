@@ -44,6 +44,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ._validate import check_number, positive_ints
 from .activations import activation_pair
 from .gauss_newton import damping_min_eigenvalue, gn_step
 from .models import Model
@@ -91,10 +92,8 @@ def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "rel
       >>> ic.mean_field_net(3, 16, outputs=2).init(jax.random.key(0))["v"].shape
       (16, 2)
     """
-    if d < 1 or width < 1:
-        raise ValueError(f"d and width must be >= 1, got d={d!r}, width={width!r}.")
-    if not tau0 > 0:
-        raise ValueError(f"tau0 (the std of the hidden weights) must be > 0, got {tau0!r}.")
+    d, width = positive_ints(d=d, width=width)
+    check_number("tau0 (the std of the hidden weights)", tau0, minimum=0.0, strict=True)
     if outputs is not None and (isinstance(outputs, bool) or not isinstance(outputs, int) or outputs < 1):
         raise ValueError(f"outputs must be None (one scalar output) or a whole number >= 1, got {outputs!r}.")
     gamma, _ = activation_pair(activation, beta)
@@ -224,6 +223,7 @@ def make_gn_step(net: MeanFieldNet, x, y, *, alpha: float = 1.0, floor: float = 
     ntk_fn = (lambda p, xx: mean_field_ntk(p, xx, activation=net.activation, beta=net.beta)) if fast else None
 
     def step(params, lr):
+        check_number("lr (the step size)", lr, minimum=0.0, strict=True)
         return gn_step(net.apply, params, x, y, lr=lr / n, damping=damping, ntk_fn=ntk_fn,
                        ntk_batch_size=ntk_batch_size)
 
@@ -257,6 +257,7 @@ def make_gd_step(net: Model, x, y) -> Callable:
     grad = jax.grad(lambda p: mean_field_loss(net.apply(p, x), y))
 
     def step(params, lr):
+        check_number("lr (the step size)", lr, minimum=0.0, strict=True)
         return jax.tree.map(lambda p, g: p - lr * g, params, grad(params))
 
     return step

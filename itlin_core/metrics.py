@@ -6,8 +6,20 @@ least-squares solves share the eigen-solve of :func:`itlin_core.kernel_solve`.""
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
-from ._linalg import kernel_solve
+from ._linalg import solve
+from ._validate import check_examples, check_number, check_whole, is_traced
+
+
+def _nonzero_rows(name: str, a, what: str) -> None:
+    """ValueError when the concrete matrix ``a`` has a row of norm 0 (or a non-finite entry):
+    its direction, hence its cosine, is undefined."""
+    if not is_traced(a) and a.size:
+        norms = np.linalg.norm(np.asarray(a, np.float64), axis=1)
+        if not np.all(np.isfinite(norms) & (norms > 0)):
+            raise ValueError(f"{name} must hold finite {what} of nonzero norm (a cosine needs a direction), got row(s) "
+                             f"{np.flatnonzero(~(np.isfinite(norms) & (norms > 0))).tolist()} of norm 0 or NaN/inf.")
 
 
 def kernel_distance(k1, k2):
@@ -57,6 +69,8 @@ def feature_alignment(w, centres):
     w, centres = jnp.asarray(w), jnp.asarray(centres)
     if w.ndim != 2 or centres.ndim != 2 or w.shape[1] != centres.shape[1]:
         raise ValueError(f"w must be (H, d) and centres (C, d) with the same d, got {w.shape} and {centres.shape}.")
+    _nonzero_rows("w", w, "features")
+    _nonzero_rows("centres", centres, "cluster centres")
     wn = w / jnp.linalg.norm(w, axis=1, keepdims=True)
     cn = centres / jnp.linalg.norm(centres, axis=1, keepdims=True)
     return jnp.max(wn @ cn.T, axis=1)
@@ -88,6 +102,7 @@ def weighted_cosine_distance(u, u_star):
     u, u_star = jnp.asarray(u), jnp.asarray(u_star)
     if u.ndim != 2 or u_star.ndim != 2 or u.shape[1] != u_star.shape[1]:
         raise ValueError(f"u must be (M, d) and u_star (M*, d) with the same d, got {u.shape} and {u_star.shape}.")
+    _nonzero_rows("u_star", u_star, "teacher units")
     sq = jnp.sum(u ** 2, axis=1)
     norm = jnp.sqrt(sq)
     safe = jnp.where(norm > 0, norm, 1.0)
@@ -119,9 +134,9 @@ def min_norm_readout(features, y, rcond=None):
       [1.0, 1.0]
     """
     features, y = jnp.asarray(features), jnp.asarray(y)
-    if features.ndim != 2 or y.shape[0] != features.shape[0]:
+    if features.ndim != 2 or y.ndim < 1 or y.shape[0] != features.shape[0]:
         raise ValueError(f"features must be (N, M) and y (N, ...), got {features.shape} and {y.shape}.")
-    return features.T @ kernel_solve(features @ features.T, y, 0.0, rcond=rcond)
+    return features.T @ solve(features @ features.T, y, 0.0, rcond)
 
 
 def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
@@ -129,7 +144,8 @@ def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
     minimum-norm least squares of eq. (8) (:func:`min_norm_readout`) on the training set, and
     return the test loss ``1/(2 N_test) sum_n ||Phi_test v - y_test||_n^2`` (the paper's mean
     loss; with targets ``(N, C)`` summed over the ``C`` outputs and averaged over examples, as
-    :func:`itlin_core.mean_field_loss`).
+    :func:`itlin_core.mean_field_loss`). ``y_test`` must have the predictions' shape, ``(M,)`` plus
+    ``y_train``'s trailing shape: ``(M,)`` and ``(M, 1)`` are not interchangeable here (ValueError).
 
     Examples:
       The re-fit on one training example (features ``(1, 1)``, target 2) is ``v = (1, 1)``
@@ -143,8 +159,16 @@ def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
       0.25
     """
     v = min_norm_readout(features_train, y_train, rcond)
-    err = jnp.asarray(features_test) @ v - jnp.asarray(y_test)
-    return 0.5 * jnp.sum(err ** 2) / err.shape[0]
+    features_test, y_test = jnp.asarray(features_test), jnp.asarray(y_test)
+    check_examples("features_test", features_test)
+    if features_test.ndim != 2 or features_test.shape[1] != v.shape[0]:
+        raise ValueError(f"features_test must be (M, {v.shape[0]}) (the training features' width), got shape "
+                         f"{features_test.shape}.")
+    pred = features_test @ v
+    if y_test.shape != pred.shape:   # (M,) against (M, 1) would broadcast to an (M, M) error
+        raise ValueError(f"y_test must have shape {pred.shape}: M = {pred.shape[0]} test examples with y_train's "
+                         f"trailing shape {jnp.shape(y_train)[1:]}, got {y_test.shape}.")
+    return 0.5 * jnp.sum((pred - y_test) ** 2) / pred.shape[0]
 
 
 def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float = 1e-3,
@@ -171,8 +195,11 @@ def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float
     Returns ``{"train_accuracy", "test_accuracy"}``.
 
     Raises:
-      ValueError: shapes that do not match, a negative ``ridge``, or ``num_classes`` missing
-        under ``jit`` (labels are then not known in Python).
+      ValueError: shapes that do not match, a negative or non-finite ``ridge``, labels outside
+        ``[0, num_classes)`` (``num_classes`` defaults to the largest label + 1), or
+        ``num_classes`` missing under ``jit`` (labels are then not known in Python; there an
+        out-of-range label makes both accuracies NaN).
+      TypeError: labels that are not integers.
 
     Examples:
       On one feature, training examples at 0 and 1 (class 0) and at 4 and 5 (class 1) put the
@@ -193,14 +220,26 @@ def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float
     if jnp.shape(y_train) != ftr.shape[:1] or jnp.shape(y_test) != fte.shape[:1]:
         raise ValueError(f"labels must be (N,) and (M,) integer classes matching the features, got "
                          f"{jnp.shape(y_train)} and {jnp.shape(y_test)}.")
-    if not ridge >= 0:
-        raise ValueError(f"ridge must be >= 0, got {ridge!r}.")
-    if num_classes is None:
-        from jax.errors import ConcretizationTypeError
-        try:
-            num_classes = int(max(jnp.max(y_train), jnp.max(y_test))) + 1
-        except ConcretizationTypeError:
+    check_number("ridge", ridge, minimum=0.0)
+    check_examples("features_train", ftr)
+    check_examples("features_test", fte)
+    y_train, y_test = jnp.asarray(y_train), jnp.asarray(y_test)
+    for name, lab in (("y_train", y_train), ("y_test", y_test)):
+        if not jnp.issubdtype(lab.dtype, jnp.integer):
+            raise TypeError(f"{name} must be integer class labels in [0, num_classes), got dtype {lab.dtype}.")
+    num_classes = None if num_classes is None else check_whole("num_classes", num_classes, 1)
+    from jax.errors import ConcretizationTypeError
+    try:
+        lo, hi = int(min(jnp.min(y_train), jnp.min(y_test))), int(max(jnp.max(y_train), jnp.max(y_test)))
+    except ConcretizationTypeError:       # under jit: out-of-range labels make the accuracies NaN
+        lo = hi = None
+        if num_classes is None:
             raise ValueError("pass num_classes when calling linear_probe under jit or vmap.") from None
+    num_classes = hi + 1 if num_classes is None else num_classes
+    if lo is not None and (lo < 0 or hi >= num_classes):
+        raise ValueError(f"labels (y_train, y_test) must be classes in [0, {num_classes}) "
+                         f"(num_classes={num_classes}), got values from {lo} to {hi}.")
+    valid = jnp.all((y_train >= 0) & (y_train < num_classes)) & jnp.all((y_test >= 0) & (y_test < num_classes))
     n, d = ftr.shape
     y = (jnp.asarray(y_train)[:, None] == jnp.arange(num_classes)).astype(ftr.dtype)  # one-hot
     mean_f, mean_y = jnp.mean(ftr, axis=0), jnp.mean(y, axis=0)
@@ -214,8 +253,8 @@ def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float
         else:
             w = fc.T @ jnp.linalg.solve(fc @ fc.T + lam * jnp.eye(n, dtype=fc.dtype), yc)
     predict = lambda f: jnp.argmax((f - mean_f) @ w + mean_y, axis=-1)
-    return {"train_accuracy": jnp.mean(predict(ftr) == y_train),
-            "test_accuracy": jnp.mean(predict(fte) == y_test)}
+    return {"train_accuracy": jnp.where(valid, jnp.mean(predict(ftr) == y_train), jnp.nan),
+            "test_accuracy": jnp.where(valid, jnp.mean(predict(fte) == y_test), jnp.nan)}
 
 
 __all__ = ["kernel_distance", "feature_alignment", "weighted_cosine_distance", "min_norm_readout",

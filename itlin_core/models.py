@@ -1,10 +1,10 @@
 """Models as pure ``(init, apply)`` pairs over pytrees of arrays, in plain JAX.
 
-Conventions: ``params = model.init(key)``; ``outputs = model.apply(params, x)`` with a leading
-batch axis; images are NHWC. Plain functions (no framework) keep the linearisation transparent:
-``linearise`` and ``empirical_ntk`` see exactly the parameters a reader sees. Models whose
-hidden representations are probed also have ``features(params, x, layer) -> (N, D)``
-(:class:`FeatureModel`). Activations are named as in :mod:`itlin_core.activations`.
+Conventions: ``params = model.init(key)``; ``outputs = model.apply(params, x)`` with a leading batch axis; images are
+NHWC; sizes are positive integers. Plain functions (no framework) keep the linearisation transparent: ``linearise`` and
+``empirical_ntk`` see exactly the parameters a reader sees, which ``apply`` checks against the shapes ``init`` builds (a
+ValueError names a leaf that differs, also under ``jit``). Models whose hidden representations are probed also have
+``features(params, x, layer) -> (N, D)`` (:class:`FeatureModel`). Activations: :mod:`itlin_core.activations`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._conv import _conv, _conv_lax, _conv_padded, _conv_padded_lax  # noqa: F401 (the references, for tests)
+from ._validate import check_number, check_sizes, positive_ints, with_param_check
 from .activations import activation as _activation
 
 
@@ -47,9 +48,11 @@ def mlp(layer_sizes: Sequence[int], activation="relu", *, parameterisation: str 
       >>> ic.count_params(p), net.apply(p, jnp.ones((4, 3))).shape  # (3 + 1) * 5 + (5 + 1) * 2 = 32
       (32, (4, 2))
     """
-    sizes = [int(s) for s in layer_sizes]
-    if len(sizes) < 2 or min(sizes) < 1:
+    sizes = check_sizes("layer_sizes", layer_sizes)
+    if len(sizes) < 2:
         raise ValueError(f"layer_sizes needs at least an input and an output size, all >= 1; got {layer_sizes!r}.")
+    w_std, b_std, out_scale = (check_number(name, v) for name, v in
+                               (("w_std", w_std), ("b_std", b_std), ("out_scale", out_scale)))
     if parameterisation not in ("standard", "ntk"):
         raise ValueError(f"parameterisation must be 'standard' or 'ntk', got {parameterisation!r}.")
     act = _activation(activation)
@@ -80,7 +83,7 @@ def mlp(layer_sizes: Sequence[int], activation="relu", *, parameterisation: str 
                 h = act(h)
         return out_scale * h
 
-    return Model(init, apply)
+    return Model(init, *with_param_check("mlp", init, apply))
 
 
 def _check_images(model: str, x, channels: int, hw=None) -> None:
@@ -103,8 +106,7 @@ def _max_pool(x, size=2):
     return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, size, size, 1), (1, size, size, 1), "VALID")
 
 
-def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
-            dense=(120, 84)) -> Model:
+def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50, dense=(120, 84)) -> Model:
     """The CNN of Goldwaser and Ge 2024 (App. C.2.1; Goldwaser and Ge 2022, §4; "LeNet-50"): two 5x5
     convolutions with 50 channels, each followed by ReLU and 2x2 max-pooling, then dense layers 120 and 84 with
     ReLU and a linear output of ``num_classes`` logits (the softmax lives in the loss, outside the
@@ -123,7 +125,8 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
       >>> p = net.init(jax.random.key(0)); net.apply(p, jnp.ones((2, 16, 16, 1))).shape, ic.count_params(p)
       ((2, 3), 181)
     """
-    h, w, c = input_shape
+    h, w, c = check_sizes("input_shape", input_shape, 3)
+    num_classes, channels, dense = *positive_ints(num_classes=num_classes, channels=channels), check_sizes("dense", dense)
     s1 = ((h - 4) // 2, (w - 4) // 2)
     s2 = ((s1[0] - 4) // 2, (s1[1] - 4) // 2)
     if min(s2) < 1:
@@ -149,7 +152,7 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50,
                 y = jax.nn.relu(y)
         return y
 
-    return Model(init, apply)
+    return Model(init, *with_param_check("lenet50", init, apply))
 
 
 def lenet50_features(params, x, layer: int):
@@ -218,10 +221,9 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
       >>> p = net.init(jax.random.key(0)); net.apply(p, jnp.ones((2, 8, 8, 3))).shape, ic.count_params(p)
       ((2, 10), 11270)
     """
-    if min(num_classes, in_channels, width) < 1:
-        raise ValueError(f"num_classes, in_channels and width must be >= 1, got {num_classes}, {in_channels}, {width}.")
-    if residual_init_scale < 0 or bn_eps <= 0:
-        raise ValueError(f"residual_init_scale must be >= 0 and bn_eps > 0, got {residual_init_scale}, {bn_eps}.")
+    num_classes, in_channels, width = positive_ints(num_classes=num_classes, in_channels=in_channels, width=width)
+    check_number("residual_init_scale", residual_init_scale, minimum=0.0)
+    check_number("bn_eps", bn_eps, minimum=0.0, strict=True)
     # (in_channels, out_channels, stride) of the 8 basic blocks
     widths = [width * m for m in (1, 2, 4, 8)]
     blocks = []
@@ -295,7 +297,7 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
 
     # in batch mode an example's logits depend on its batch: no per-example kernels or gradients
     apply.couples_examples = batch_norm
-    return Model(init, apply)
+    return Model(init, *with_param_check("resnet18", init, apply))
 
 
 def count_params(params) -> int:
@@ -324,7 +326,6 @@ def centred(apply_fn: Callable, params0, scale: float = 1.0) -> Callable:
     return apply
 
 
-# ----------------------------------------------------------------------------------------------
 # A small CNN for 8x8 images (the CPU digits chapter), with its hidden features exposed
 
 
@@ -358,8 +359,8 @@ def small_cnn(num_classes: int = 10, input_shape=(8, 8, 1), channels=(16, 32), d
       >>> p = net.init(jax.random.key(0)); net.apply(p, x).shape, [net.features(p, x, k).shape for k in (1, 2)]
       ((2, 10), [(2, 256), (2, 128)])
     """
-    h, w, c = input_shape
-    c1, c2 = (int(k) for k in channels)
+    (h, w, c), (c1, c2) = check_sizes("input_shape", input_shape, 3), check_sizes("channels", channels, 2)
+    num_classes, dense = positive_ints(num_classes=num_classes, dense=dense)
     if h % 4 or w % 4:
         raise ValueError(f"input_shape {input_shape}: height and width must be multiples of 4 "
                          "(two 2x2 poolings).")
@@ -374,9 +375,8 @@ def small_cnn(num_classes: int = 10, input_shape=(8, 8, 1), channels=(16, 32), d
                 "out": {"w": he(k4, (dense, num_classes), dense) / math.sqrt(2.0), "b": jnp.zeros(num_classes)}}
 
     def conv(x, p):
-        # 3x3 SAME convolution as one matrix product over the 9 shifted copies of the input
-        # (im2col, itlin_core._conv: measured about 9x faster than lax.conv inside lax.scan on
-        # XLA:CPU, where the training loop runs), then ReLU and pooling.
+        # 3x3 SAME convolution as one matrix product over the 9 shifted copies of the input (im2col, itlin_core._conv:
+        # measured about 9x faster than lax.conv inside lax.scan on XLA:CPU, where the training loop runs), ReLU, pool.
         return _max_pool(jax.nn.relu(_conv_padded(x, p["w"], 1) + p["b"]))
 
     def blocks(params, x):
@@ -393,7 +393,7 @@ def small_cnn(num_classes: int = 10, input_shape=(8, 8, 1), channels=(16, 32), d
             raise ValueError(f"layer must be 1 or 2 (the two convolutional blocks), got {layer!r}.")
         return blocks(params, x)[layer - 1].reshape(x.shape[0], -1)
 
-    return FeatureModel(init, apply, features)
+    return FeatureModel(init, *with_param_check("small_cnn", init, apply, features))
 
 
 __all__ = ["Model", "FeatureModel", "mlp", "lenet50", "lenet50_features", "resnet18", "small_cnn",

@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._validate import check_whole, is_traced
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Batches:
@@ -72,6 +74,9 @@ def _check_pair(x, y):
     if nx != ny or not nx:
         raise ValueError(f"x and y must have the same number of examples (leading axis), got shapes "
                          f"{np.shape(x)} and {np.shape(y)}.")
+    if nx[0] == 0:
+        raise ValueError(f"x and y hold no examples (leading axis of length 0, shapes {np.shape(x)} and "
+                         f"{np.shape(y)}); there is nothing to draw batches from.")
     return nx[0]
 
 
@@ -114,10 +119,8 @@ def minibatches(key, x, y, batch_size: int) -> Batches:
       ([0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5])
     """
     n = _check_pair(x, y)
-    if isinstance(batch_size, bool) or int(batch_size) != batch_size or not 1 <= batch_size <= n:
-        raise ValueError(f"batch_size must be an integer between 1 and the number of examples ({n}), "
-                         f"got {batch_size!r}.")
-    return Batches(_minibatch_fn(int(batch_size)), (key, x, y))
+    batch_size = check_whole("batch_size", batch_size, 1, n, " (the number of examples)")
+    return Batches(_minibatch_fn(batch_size), (key, x, y))
 
 
 @functools.lru_cache(maxsize=None)
@@ -157,6 +160,9 @@ def augmented_minibatches(key, x, y, batch_size: int, *, padding: int = 4, flip:
     if (mean is None) != (std is None):
         raise ValueError("give both mean and std (to normalise) or neither.")
     _check_images(x, "x")
+    padding = check_whole("padding", padding, 0)
+    if mean is not None:
+        _check_stats(np.shape(x)[-1], mean, std)
     k_perm, k_aug = jax.random.split(key)
     minibatches(k_perm, x, y, batch_size)    # checks x, y and batch_size now, not at the first step
     scale = mean is not None
@@ -182,6 +188,7 @@ def split_microbatches(batch, size: int):
       >>> xm.shape, ym.tolist()
       ((3, 2, 5), [[0, 1], [2, 3], [4, 5]])
     """
+    size = check_whole("size (examples per microbatch)", size, 1)
     n = jax.tree.leaves(batch)[0].shape[0]
     if n % size:
         raise ValueError(f"the batch of {n} examples is not a multiple of microbatch={size}; "
@@ -222,8 +229,7 @@ def random_crop(key, images, padding: int = 4):
       ((5, 4, 4, 1), True)
     """
     _check_images(images)
-    if padding < 0:
-        raise ValueError(f"padding must be >= 0, got {padding}.")
+    padding = check_whole("padding", padding, 0)
     h, w, c = images.shape[1:]
 
     def one(k, img):
@@ -316,6 +322,21 @@ def channel_stats(images):
     return mean, np.sqrt(sq / count)
 
 
+def _check_stats(channels: int, mean, std, dtype=jnp.float32) -> None:
+    """``mean`` and ``std`` of images with ``channels`` channels: each one number or one per
+    channel; when concrete, ``mean`` finite and ``std`` finite and > 0 in ``dtype`` (else ValueError)."""
+    for name, v in (("mean", mean), ("std", std)):
+        a = v if is_traced(v) else np.asarray(v)
+        if a.dtype.kind not in "iuf" or a.ndim > 1 or (a.ndim == 1 and a.shape[0] not in (1, channels)):
+            raise ValueError(f"{name} must be one number or one per channel, shape ({channels},), for images with "
+                             f"{channels} channels (the last axis), got {v!r}.")
+        if not is_traced(v):   # finite in dtype, and a std that is a normal (not subnormal or 0) number there
+            a, info = a.astype(np.float64), jnp.finfo(dtype)
+            if not np.all(np.abs(a) <= float(info.max)) or (name == "std" and not np.all(a >= float(info.tiny))):
+                raise ValueError(f"{name} must be {'finite' if name == 'mean' else 'finite and > 0 (it divides)'} "
+                                 f"in every channel, got {a.tolist()}.")
+
+
 def normalise(images, mean, std, dtype=jnp.float32):
     """``(x - mean) / std`` per channel, with uint8 pixels first mapped to [0, 1]. Use the
     training set's :func:`channel_stats` for both training and test images.
@@ -332,8 +353,13 @@ def normalise(images, mean, std, dtype=jnp.float32):
       (True, True)
       >>> ic.normalise(np.full((1, 1, 1, 1), 255, np.uint8), 0.5, 0.5).tolist()
       [[[[1.0]]]]
+
+    Raises:
+      ValueError: ``mean`` or ``std`` neither one number nor one per channel, a non-finite
+        ``mean``, or a ``std`` that is not finite and positive (checked when they are concrete).
     """
     x = jnp.asarray(images)
+    _check_stats(x.shape[-1] if x.ndim else 1, mean, std, dtype)
     scaled = x.astype(dtype) / 255.0 if x.dtype == jnp.uint8 else x.astype(dtype)
     return (scaled - jnp.asarray(mean, dtype)) / jnp.asarray(std, dtype)
 

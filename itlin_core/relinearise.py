@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import K_NEVER, check_period, is_traced
+from ._validate import K_NEVER, check_period, check_whole, is_traced
 
 #: The texts :meth:`RelinRule.parse` reads: ``K=<period>`` (or a bare period), or a rule's call.
 _SPEC = re.compile(r"^(?:K\s*=\s*)?(?P<k>[^()=]+)$|^(?P<name>every|geometric|on_drift)\s*\((?P<args>.*)\)$")
@@ -316,6 +316,7 @@ def relin_steps(rule: RelinRule, steps: int) -> list:
     >>> ic.relin_steps(ic.every(3), 10)
     [0, 3, 6, 9]
     """
+    steps = check_whole("steps", steps, 0)
     out, start, j, block = [], 0, 0, 1024
     while start < steps:
         lengths = np.asarray(period_length(rule, jnp.arange(j, j + block))).astype(np.int64)

@@ -30,9 +30,10 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ._validate import check_examples, check_whole
+from ._validate import check_examples, check_whole, is_traced
 
 PyTree = Any
 
@@ -108,7 +109,8 @@ def stable_lr(lam_max, *, safety: float = 0.5):
     numbers and arrays.
 
     Raises:
-      ValueError: ``safety`` not in (0, 1], or a concrete ``lam_max`` that is not positive.
+      ValueError: ``safety`` not in (0, 1], or a concrete ``lam_max`` (a number or an array) that
+        is not positive and finite everywhere (under ``jit`` it is not checked).
 
     Examples:
       >>> import itlin_core as ic
@@ -121,6 +123,11 @@ def stable_lr(lam_max, *, safety: float = 0.5):
         if not (math.isfinite(lam_max) and lam_max > 0):
             raise ValueError(f"lam_max must be a positive finite curvature, got {lam_max!r}.")
         return safety * 2.0 / lam_max
+    if is_traced(lam_max):
+        return safety * 2.0 / lam_max
+    lam = np.asarray(lam_max)
+    if lam.dtype.kind not in "iuf" or not lam.size or not np.all(np.isfinite(lam) & (lam > 0)):
+        raise ValueError(f"lam_max must be a positive finite curvature (or an array of them), got {lam_max!r}.")
     return safety * 2.0 / jnp.asarray(lam_max)
 
 

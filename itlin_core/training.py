@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._progress import progress_bar
-from ._validate import check_whole
+from ._validate import K_NEVER, check_step_room, check_whole
 from .checkpoint import key_data, load_checkpoint, save_checkpoint
 from .pipeline import Batches, _whole
 from .sharding import (describe_mesh, is_writer, pad_runs, padded_runs, replicate_on, resolve_mesh, shard_runs,
@@ -204,7 +204,7 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
       batches: a batch source (:func:`itlin_core.full_batch`, :func:`itlin_core.minibatches`,
         :func:`itlin_core.augmented_minibatches`), any jittable function ``i -> batch`` of the
         int32 step index, or a fixed batch (full batch).
-      num_steps: total number of steps.
+      num_steps: total number of steps, at most 2**31 - 1 (an int32 ``state.step`` must stay below that).
       eval_fn: ``eval_fn(state) -> dict`` of arrays, evaluated at step 0, every ``eval_every``
         steps and at the end. Its keys may not be those of :data:`RESERVED_KEYS`.
       eval_every: chunk length (default: ``num_steps``, i.e. one chunk).
@@ -268,7 +268,7 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
     if on_nonfinite not in ("auto", "raise", "stop", "ignore"):
         raise ValueError(f"on_nonfinite must be 'auto', 'raise', 'stop' or 'ignore', got {on_nonfinite!r}.")
     auto = on_nonfinite == "auto"
-    num_steps = check_whole("num_steps", num_steps, 0)
+    num_steps = check_whole("num_steps", num_steps, 0, K_NEVER, " (the step index is an int32)")
     aligned = eval_every is not None
     eval_every = check_whole("eval_every", eval_every, 1) if aligned else max(num_steps, 1)
     block = 1 if loss_every is None else check_whole("loss_every", loss_every, 1)
@@ -289,8 +289,7 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
             raise ValueError(f"stop_at must be a non-negative multiple of eval_every ({eval_every}), got "
                              f"{stop_at!r}: a run stops only where the uninterrupted run evaluates.")
     end = num_steps if stop_at is None else min(int(stop_at), num_steps)
-    source = _as_source(batches)
-    ignore = on_nonfinite == "ignore"
+    source, ignore = _as_source(batches), on_nonfinite == "ignore"
     explicit = mesh is not None and not (isinstance(mesh, str) and mesh == "auto")
     mesh = resolve_mesh(mesh)
     runs = getattr(step, "runs", None)
@@ -324,6 +323,7 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
         on_nonfinite, ignore = "ignore", True
     if saved is not None and (history.diverged_at is not None or start >= end):
         return state, dict(history.as_dict(history.seconds, ignore), resumed_from=start)
+    check_step_room(state, end - start)   # an int32 state.step must not wrap around
 
     def checkpoint(s, at):
         s = s if mesh is None else jax.tree.map(to_host, unpad_runs(s, runs))

@@ -83,9 +83,9 @@ def test_il_step_settings(K, damping):
 
 
 @SETTINGS
-@given(damping=scalars, lr=st.floats(-2, 2), y=arrays(2, 6))
+@given(damping=scalars, lr=st.one_of(st.floats(-2, 2), scalars), y=arrays(2, 6))
 def test_gn_step_arguments(damping, lr, y):
-    outcome(lambda: ic.gn_step(MODEL.apply, PARAMS, X, y, lr=lr, damping=damping), ["damping", "targets y"], [y])
+    outcome(lambda: ic.gn_step(MODEL.apply, PARAMS, X, y, lr=lr, damping=damping), ["damping", "targets y", "lr"], [y])
 
 
 @SETTINGS
@@ -149,3 +149,65 @@ def test_truncated_gn(num_steps, rtol, damping):
     outcome(lambda: ic.tgn_step(MODEL.apply, PARAMS, X, Y, loss_fn=ic.squared_error, optimizer=OPT,
                                 num_steps=num_steps, rtol=rtol, damping=damping).params,
             ["num_steps", "rtol", "damping"])
+
+
+# Kernels: small-integer entries (well scaled, so that a finite kernel gives a finite answer), symmetric
+# PSD ones (A A^T), the same made asymmetric or indefinite, and arbitrary arrays of any dtype and shape.
+small = hnp.arrays(np.float32, st.tuples(st.integers(1, 4), st.integers(1, 4)), elements=st.integers(-3, 3))
+kernels = st.one_of(small.map(lambda a: a @ a.T), small.map(lambda a: a @ a.T - 2 * np.eye(len(a), dtype=np.float32)),
+                    small.map(lambda a: a @ a.T + np.triu(np.ones((len(a),) * 2, np.float32), 1)), small, arrays(3, 4))
+vectors = st.one_of(hnp.arrays(np.float32, st.integers(0, 5), elements=st.integers(-5, 5)), arrays(2, 4))
+
+
+@SETTINGS
+@given(kmat=kernels, rhs=vectors, damping=scalars, rcond=st.one_of(st.none(), scalars))
+def test_kernel_solve_arguments(kmat, rhs, damping, rcond):
+    def call():
+        a = ic.kernel_solve(kmat, rhs, damping, rcond=rcond)
+        assert a.shape == np.shape(rhs)
+        return a
+    outcome(call, ["kmat", "rhs", "damping", "rcond"], [kmat, rhs])
+
+
+@SETTINGS
+@given(ntk=kernels, rcond=st.one_of(st.none(), scalars))
+def test_gradient_flow_kernels(ntk, rcond):
+    n = np.shape(ntk)[0] if np.ndim(ntk) else 1
+    outcome(lambda: ic.gradient_flow(ntk, jnp.zeros(n), jnp.ones(n), 0.5, rcond=rcond)[0],
+            ["ntk_train", "rcond", "f0_train"], [ntk])
+
+
+@SETTINGS
+@given(width=counts, classes=counts)
+def test_model_sizes(width, classes):
+    def call():
+        out = ic.mlp([2, width, 1]).apply(ic.mlp([2, width, 1]).init(jax.random.key(0)), X)
+        assert out.shape == (5, 1)
+        ic.lenet50(classes, (16, 16, 1), channels=width, dense=(4,))     # built, not run: the sizes are checked here
+        ic.resnet18(classes, width=width)
+        ic.small_cnn(classes, channels=(width, 2), dense=width)
+        return out
+    outcome(call, ["layer_sizes[1]", "num_classes", "channels", "width", "dense"])
+
+
+@SETTINGS
+@given(mean=st.one_of(scalars, arrays(2, 4)), std=st.one_of(scalars, arrays(2, 4)))
+def test_normalise_statistics(mean, std):
+    images = np.arange(2 * 4 * 4 * 3, dtype=np.uint8).reshape(2, 4, 4, 3)
+    # a finite answer is required unless a mean beyond 1e30 or a std below 1e-30 makes (x - mean) / std overflow float32
+    ok = lambda m, s: np.ndim(m) <= 1 and np.ndim(s) <= 1 and np.max(np.abs(np.asarray(m, float)), initial=0) < 1e30 \
+        and np.min(np.abs(np.asarray(s, float)), initial=1) > 1e-30
+    try:
+        tame = ok(mean, std)
+    except (TypeError, ValueError):
+        tame = True
+    outcome(lambda: ic.normalise(images, mean, std), ["mean", "std"], [] if tame else [np.array(np.inf)])
+
+
+@SETTINGS
+@given(labels=hnp.arrays(np.int32, 8, elements=st.integers(-2, 5)), num_classes=st.one_of(st.none(), counts),
+       ridge=scalars)
+def test_linear_probe_labels(labels, num_classes, ridge):
+    f = np.arange(8.0)[:, None]
+    outcome(lambda: ic.linear_probe(f, labels, f, labels, ridge=ridge, num_classes=num_classes),
+            ["labels", "num_classes", "ridge"])
