@@ -345,24 +345,14 @@ def full_batch_against_minibatch(results, source):
 
 def stability_of_each_linearisation(results, source, group: str = "fig3"):
     """``lr * curvature / 2`` at each evaluation's anchor for the runs of ``group``
-    (:func:`itlin_core.book.plotting.plot_stability`); returns ``{"crossed": labels of the runs
+    (:func:`itlin_core.book.plotting.stability_figure`); returns ``{"crossed": labels of the runs
     whose ratio exceeded 1, "diverged": labels of the runs that diverged, "largest": the largest
     ratio}``, or ``None`` when the record shown did not measure the curvature."""
-    rec = (results or {}).get(group)
-    if rec is None or "curvature" not in rec["metrics"]:
-        print("Not shown: the record shown did not measure the curvature of its linearisations.")
+    out = plotting.stability_figure(results, source, [group])
+    if out is None:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 3.8))
-    ratio = plotting.plot_stability(ax, rec)
-    ax.set_title(f"Stability of each linearisation ({group}, SGD lr {rec['config']['lr']:g})")
-    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
-    fig.tight_layout()
-    plt.show()
-    print(f"source: {source}")
-    peak = np.nanmax(np.where(np.isfinite(ratio), ratio, np.nan), axis=0)
-    return {"crossed": [label for label, r in zip(rec["labels"], peak) if r > 1],
-            "diverged": [label for label, d in zip(rec["labels"], rec["diverged_at"]) if d is not None],
-            "largest": float(np.nanmax(peak))}
+    strip = lambda names: [n.split(": ", 1)[1] for n in names]
+    return {"crossed": strip(out["crossed"]), "diverged": strip(out["diverged"]), "largest": out["largest"]}
 
 __all__ = ["HAS_LAPTOP", "LAPTOP", "PLATEAU_TIME", "runs", "claims", "claims_markdown", "accuracy_k1_against_a_huge_k", "accuracy_against_k", "full_batch_against_minibatch", "RULES_TIE_IMAGES", "refresh_rules_at_equal_updates",
            "stability_of_each_linearisation"]

@@ -16,6 +16,10 @@ SMOKE = dict(n_eval=128, eval_batch=64, batch_size=32, width=6, probe_train=64)
 CIFAR_PAPER_LR = 1e-5
 #: colab: lr x 1000, K and steps / 1000 (:func:`scaled`).
 COLAB_C = 1000.0
+#: The SGD rate of the colab groups that are not on the x1000 rule: 5x below the 1e-2 at which
+#: the first H100 record's K = 100 and K = 5,000 diverged (2 / lr = 1,000 against 200), the rate at
+#: which cifar_few_updates' laptop groups kept lambda_max below 2 / lr (peak 719).
+COLAB_STABLE_LR = 2e-3
 #: The laptop scale of the LeNet-50 groups of every image chapter: 8 channels instead of 50,
 #: minibatches of 64, a 10,000-image training subset and 1,000 evaluated images; with a few
 #: thousand steps per group, a chapter records in well under an hour on a 2-core CPU (each
@@ -45,4 +49,4 @@ def group(**kw) -> ImageRunConfig:
     return ImageRunConfig(dataset=kw.pop("dataset", "cifar10"), model=kw.pop("model", "lenet50"), **kw)
 
 
-__all__ = ["SMOKE", "CIFAR_PAPER_LR", "COLAB_C", "LAPTOP", "LAPTOP_LR", "FULL_BATCH_CHUNK", "scaled", "group"]
+__all__ = ["SMOKE", "CIFAR_PAPER_LR", "COLAB_C", "COLAB_STABLE_LR", "LAPTOP", "LAPTOP_LR", "FULL_BATCH_CHUNK", "scaled", "group"]

@@ -140,6 +140,35 @@ def plot_stability(ax, record, colours=None):
     return ratio
 
 
+def stability_figure(results, source, groups) -> dict | None:
+    """One panel per group of ``groups`` (names in ``results``) that measured its curvature:
+    :func:`plot_stability` of its runs. Returns ``{"crossed": "group: label" of every run whose
+    ratio exceeded 1, "diverged": likewise for the runs that diverged, "largest": the largest
+    ratio}``, or ``None`` (and says so) when no such group is in the record shown."""
+    recs = [(g, results[g]) for g in groups if g in (results or {}) and "curvature" in results[g]["metrics"]]
+    if not recs:
+        print("Not shown: the record shown did not measure the curvature of its linearisations.")
+        return None
+    cols = min(2, len(recs))                    # two panels a row: legible at page width
+    rows = -(-len(recs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(min(5.5 * cols, MAX_FIG_WIDTH), 3.6 * rows), squeeze=False)
+    for ax in axes.flat[len(recs):]:
+        ax.set_visible(False)
+    out = {"crossed": [], "diverged": [], "largest": -math.inf}
+    for ax, (name, rec) in zip(axes.flat, recs):
+        ratio = plot_stability(ax, rec)
+        ax.set_title(f"{name} (SGD lr {rec['config']['lr']:g})")
+        ax.legend(loc="best")
+        peak = np.nanmax(np.where(np.isfinite(ratio), ratio, np.nan), axis=0)
+        out["crossed"] += [f"{name}: {label}" for label, r in zip(rec["labels"], peak) if r > 1]
+        out["diverged"] += [f"{name}: {label}" for label, d in zip(rec["labels"], rec["diverged_at"]) if d is not None]
+        out["largest"] = max(out["largest"], float(np.nanmax(peak)))
+    fig.tight_layout()
+    plt.show()
+    print(f"source: {source}")
+    return out
+
+
 def mark_feature_updates(ax, record, colours=None, runs=None):
     """Dotted vertical lines at the feature updates (multiples of K) of every run of an image
     record with a finite K > 1 or a geometric rule (``runs``: only these), in the run's colour
@@ -200,5 +229,5 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
            xlabel="feature updates used (linearisations, initial one included)")
 
 
-__all__ = ["plot_stability", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
+__all__ = ["plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
            "k_axis", "RULE_STYLE", "rules_against_updates"]
