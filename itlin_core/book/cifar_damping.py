@@ -224,11 +224,25 @@ def claims(results) -> list:
 def reset_record(results):
     """``(results, preset)`` holding the Adam-restart comparison: ``results`` when it has the
     ``fig8_adam_reset`` group, else the ``laptop`` record (the comparison was added after the
-    colab record was made), else ``(None, None)``."""
+    first colab record was made), else ``(None, None)``."""
     if results is not None and "fig8_adam_reset" in results:
         return results, None
+    return _laptop_with(lambda data: "fig8_adam_reset" in data)
+
+
+def curvature_record(results):
+    """``(results, preset)`` whose Fig. 8 groups measured their curvature: ``results`` when they
+    did, else the ``laptop`` record when it holds them, else ``(None, None)``."""
+    measured = lambda data: all(g in data and "curvature" in data[g]["metrics"]
+                                for g in ("fig8_sgd", "fig8_adam", "fig8_adam_reset"))
+    if results is not None and measured(results):
+        return results, None
+    return _laptop_with(measured)
+
+
+def _laptop_with(test):
     record = load_results("cifar_damping", ("laptop",))
-    if record is None or "fig8_adam_reset" not in record["data"]:
+    if record is None or not test(record["data"]):
         return None, None
     return record["data"], "laptop"
 
@@ -291,5 +305,5 @@ def curvature_along_training(results, source):
     print(f"source: {source}")
     return out
 
-__all__ = ["DAMPINGS", "HAS_LAPTOP", "LAPTOP_DAMPING", "SOLVED", "solved_accuracies", "network_at_updates", "claims", "reset_record",
+__all__ = ["DAMPINGS", "HAS_LAPTOP", "LAPTOP_DAMPING", "SOLVED", "solved_accuracies", "network_at_updates", "claims", "reset_record", "curvature_record",
            "accuracy_with_adam_kept_or_restarted", "curvature_along_training", "runs", "accuracy_when_each_linearisation_is_solved", "accuracy_against_damping"]
