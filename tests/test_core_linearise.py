@@ -12,6 +12,8 @@ PROBLEMS = {
     # name: (model, input shape)
     "mlp-tanh-scalar": (ic.mlp([3, 16, 16, 1], "tanh"), (6, 3)),
     "mlp-relu-vector-ntk": (ic.mlp([3, 12, 4], "relu", parameterisation="ntk", b_std=0.3), (5, 3)),
+    "mlp-tanh-3-outputs": (ic.mlp([3, 8, 3], "tanh"), (5, 3)),
+    "mlp-tanh-10-outputs": (ic.mlp([3, 8, 8, 10], "tanh"), (4, 3)),
     "cnn-lenet50-small": (ic.lenet50(num_classes=3, input_shape=(16, 16, 2), channels=4, dense=(8,)), (3, 16, 16, 2)),
     "mean-field-silu": (ic.mean_field_net(3, 20, tau0=0.8, activation="silu", beta=2.0), (7, 3)),
 }
@@ -113,19 +115,42 @@ def test_empirical_ntk_default_second_argument_is_symmetric_psd(problem):
     assert np.linalg.eigvalsh(k).min() > -1e-8 * np.abs(k).max()
 
 
+def modes(blocks):
+    """The kernel in each output mode, from the full blocks (N1, N2, O, O)."""
+    return {"trace": np.trace(blocks, axis1=2, axis2=3), "diagonal": np.diagonal(blocks, axis1=2, axis2=3),
+            "full": blocks}
+
+
 @pytest.mark.parametrize("method", ic.ntk.METHODS)
 def test_every_method_equals_the_explicit_jacobian(problem, method):
-    """Each method against the dense Jacobian: with x2 given, whole and in chunks of 2 (examples,
-    or columns for "implicit"; the sizes do not divide evenly), and with x2 = x1 (jitted, so
-    that each case compiles once)."""
+    """Each method in each output mode (traced, diagonal, full) against the dense Jacobian: with
+    x2 given, whole and in chunks of 2 (examples, or columns for "implicit"; the sizes do not
+    divide evenly), and with x2 = x1 (jitted, the three modes in one program, so that each case
+    compiles once)."""
     model, params, x = problem
     x2, want2, want1 = explicit_for(model, params, x)
+
+    def kernels(p, a, b=None, batch_size=None):
+        return {mode: ic.empirical_ntk(model.apply, p, a, b, outputs=mode, method=method, batch_size=batch_size)
+                for mode in ic.ntk.OUTPUTS}
+
     for batch_size in (None, 2):
-        got = jax.jit(lambda p, a, b: ic.empirical_ntk(model.apply, p, a, b, full=True, method=method,
-                                                       batch_size=batch_size))(params, x, x2)
-        np.testing.assert_allclose(got, want2, rtol=1e-9, atol=1e-9 * np.abs(want2).max())
-    got = jax.jit(lambda p, a: ic.empirical_ntk(model.apply, p, a, full=True, method=method))(params, x)
-    np.testing.assert_allclose(got, want1, rtol=1e-9, atol=1e-9 * np.abs(want1).max())
+        got = jax.jit(lambda p, a, b: kernels(p, a, b, batch_size))(params, x, x2)
+        for mode, want in modes(want2).items():
+            np.testing.assert_allclose(got[mode], want, rtol=1e-9, atol=1e-9 * np.abs(want2).max(), err_msg=mode)
+    got = jax.jit(kernels)(params, x)
+    for mode, want in modes(want1).items():
+        np.testing.assert_allclose(got[mode], want, rtol=1e-9, atol=1e-9 * np.abs(want1).max(), err_msg=mode)
+
+
+def test_full_true_is_outputs_full_and_conflicts_are_refused():
+    model = ic.mlp([3, 8, 2])
+    params, x = model.init(jax.random.PRNGKey(0)), jax.random.normal(jax.random.PRNGKey(1), (4, 3))
+    np.testing.assert_array_equal(ic.empirical_ntk(model.apply, params, x, full=True),
+                                  ic.empirical_ntk(model.apply, params, x, outputs="full"))
+    for kwargs in ({"outputs": "blocks"}, {"outputs": "diagonal", "full": True}):
+        with pytest.raises(ValueError, match="outputs must be one of"):
+            ic.empirical_ntk(model.apply, params, x, **kwargs)
 
 
 def test_bad_method_raises(problem):

@@ -3,7 +3,7 @@ the fast against the generic Gauss-Newton step of the mean-field chapters.
 
     python -m itlin_core.book.bench [--batch 256] [--rounds 7] [--steps 5]
     python -m itlin_core.book.bench --mean-field [--n 500] [--width 5000] [--rounds 5] [--steps 3]
-    python -m itlin_core.book.bench --ntk [--rounds 3]
+    python -m itlin_core.book.bench --ntk [--rounds 5]
     python -m itlin_core.book.bench --rules [--batch 256] [--rounds 7] [--steps 5]
     python -m itlin_core.book.bench --conv [--batch 64] [--width 8] [--rounds 3] [--steps 5]
     XLA_FLAGS=--xla_force_host_platform_device_count=2 python -m itlin_core.book.bench --mesh 2
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import statistics
 import time
 
@@ -199,42 +200,75 @@ def mean_field_bench(n: int = 500, width: int = 5000, d: int = 10, rounds: int =
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-#: The problems of ``--ntk``: (label, model, input shape). The three MLPs are the sizes of the
-#: issue that compared the package with neural-tangents (P = 4,929, 68,865 and 12,289).
+#: The problems of ``--ntk``: (label, model, input shape). The three MLPs with one output are the
+#: sizes of the issue that compared the package with neural-tangents (P = 4,929, 68,865 and
+#: 12,289); the others have 10 and 100 outputs, sized so that the traced kernel takes about a
+#: second or less on a 2-core CPU.
 NTK_PROBLEMS = (
     ("MLP 10-64-64-1, N=200", lambda: ic.mlp([10, 64, 64, 1]), (200, 10)),
     ("MLP 10-256-256-1, N=500", lambda: ic.mlp([10, 256, 256, 1]), (500, 10)),
     ("MLP 10-1024-1, N=500", lambda: ic.mlp([10, 1024, 1]), (500, 10)),
     ("MLP 10-64-64-10 (10 outputs), N=100", lambda: ic.mlp([10, 64, 64, 10]), (100, 10)),
+    ("MLP 10-64-64-100 (100 outputs), N=40", lambda: ic.mlp([10, 64, 64, 100]), (40, 10)),
     ("LeNet-50 8 channels, 16x16x3, N=64", lambda: ic.lenet50(10, (16, 16, 3), channels=8), (64, 16, 16, 3)),
+    ("LeNet-50 8 channels, 100 outputs, 16x16x3, N=32", lambda: ic.lenet50(100, (16, 16, 3), channels=8),
+     (32, 16, 16, 3)),
 )
 
 
-def ntk_bench(rounds: int = 3, methods=("auto", "contraction", "ntvp", "jacobian", "implicit"), problems=None):
-    """Median seconds of ``ic.empirical_ntk(apply, params, x, full=True)`` per method (compiled
-    once each, then timed in interleaved rounds) on :data:`NTK_PROBLEMS`. Returns
-    ``{label: {"P": parameters, method: seconds}}``."""
+def _outputs(apply, params, x) -> int:
+    """O, the outputs per example."""
+    return math.prod(jax.eval_shape(apply, params, x[:1]).shape[1:])
+
+
+def before_traced_ntk(apply, params, x):
+    """The traced kernel as ``empirical_ntk`` computed it before it contracted the output axis
+    inside: every ``(O, O)`` block, by the method its memory-only ``"auto"`` chose
+    (per-example Jacobians when they fit in 1 GiB, else NTK-vector products in chunks), then the
+    trace. Kept to time the change (``--ntk``'s "before")."""
+    import jax.numpy as jnp
+    p, o = ic.count_params(params), _outputs(apply, params, x)
+    size = p * o * max(a.dtype.itemsize for a in jax.tree.leaves(params))
+    n = jax.tree.leaves(x)[0].shape[0]
+    method, chunk = ("contraction", None) if n * size <= 2 ** 30 else ("ntvp", max(1, 2 ** 30 // size))
+    return jnp.trace(ic.empirical_ntk(apply, params, x, full=True, method=method, batch_size=chunk),
+                     axis1=2, axis2=3)
+
+
+def ntk_bench(rounds: int = 3, methods=("auto", "contraction", "ntvp", "jacobian", "implicit"),
+              full_methods=("auto", "contraction", "ntvp"), problems=None):
+    """Median seconds of ``ic.empirical_ntk(apply, params, x, method=m)`` (the traced kernel, the
+    default) for each of ``methods`` and of :func:`before_traced_ntk` ("before"), and of the full
+    blocks (``outputs="full"``) for each of ``full_methods``, on :data:`NTK_PROBLEMS`; every
+    function compiled once, checked against the others, called once more, then timed in
+    interleaved rounds.
+    Returns ``{label: {"P": parameters, "O": outputs, "trace": {name: s}, "full": {name: s}}}``."""
     import numpy as np
     out = {}
     for label, make, shape in problems or NTK_PROBLEMS:
         model = make()
         params = model.init(jax.random.key(0))
         x = jax.random.normal(jax.random.key(1), shape)
-        fns = {m: jax.jit(lambda p, xx, m=m: ic.empirical_ntk(model.apply, p, xx, full=True, method=m))
-               for m in methods}
-        ref = None
-        for m, f in fns.items():           # compile, and check that every method gives the same kernel
-            k = np.asarray(f(params, x))
-            ref = k if ref is None else ref
-            if not np.allclose(k, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max()):
-                raise AssertionError(f"{label}: method {m} disagrees with {methods[0]}")
-        times = {m: [] for m in methods}
-        for _ in range(rounds):
-            for m, f in fns.items():
-                t0 = time.perf_counter()
+        row = {"P": ic.count_params(params), "O": _outputs(model.apply, params, x)}
+        for mode, names in (("trace", (*methods, "before")), ("full", full_methods)):
+            fns = {m: jax.jit(lambda p, xx, m=m, mode=mode: before_traced_ntk(model.apply, p, xx) if m == "before"
+                              else ic.empirical_ntk(model.apply, p, xx, outputs=mode, method=m)) for m in names}
+            ref = None
+            for m, f in fns.items():       # compile, and check that every method gives the same kernel
+                k = np.asarray(f(params, x))
+                ref = k if ref is None else ref
+                if not np.allclose(k, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max()):
+                    raise AssertionError(f"{label}, outputs={mode}: method {m} disagrees with {names[0]}")
+            for f in fns.values():         # one more untimed call each: no timed round is a warm-up
                 jax.block_until_ready(f(params, x))
-                times[m].append(time.perf_counter() - t0)
-        out[label] = {"P": ic.count_params(params), **{m: statistics.median(v) for m, v in times.items()}}
+            times, order = {m: [] for m in fns}, list(fns)
+            for r in range(rounds):        # each round starts with the next function, as in interleaved
+                for m in order[r % len(order):] + order[:r % len(order)]:
+                    t0 = time.perf_counter()
+                    jax.block_until_ready(fns[m](params, x))
+                    times[m].append(time.perf_counter() - t0)
+            row[mode] = {m: statistics.median(v) for m, v in times.items()}
+        out[label] = row
     return out
 
 
@@ -248,7 +282,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=5, help="steps per timed block")
     ap.add_argument("--mean-field", action="store_true", help="time the GN steps of the mean-field chapters")
-    ap.add_argument("--ntk", action="store_true", help="time every method of ic.empirical_ntk")
+    ap.add_argument("--ntk", action="store_true", help="time every method of ic.empirical_ntk (traced and full "
+                    "outputs, and the traced kernel as computed before)")
     ap.add_argument("--rules", action="store_true", help="time the relinearisation rules against K = 10")
     ap.add_argument("--conv", action="store_true", help="time im2col against lax.conv inside lax.scan (--width "
                     "channels; default 8)")
@@ -278,13 +313,17 @@ def main(argv=None):
                   f"per step; lax.conv / im2col = {t[f'{name} lax / im2col']:.2f}")
         return t
     if args.ntk:
-        res = ntk_bench(rounds=min(args.rounds, 3))
-        print("ic.empirical_ntk(apply, params, x, full=True), median ms after compilation")
+        res = ntk_bench(rounds=min(args.rounds, 5))
+        print("ic.empirical_ntk(apply, params, x[, outputs='full'], method=m), median ms after compilation; "
+              "'before': the full blocks, then their trace (the default before the output axis was contracted inside)")
         print(_device_line())
         for label, row in res.items():
-            best = min(v for k, v in row.items() if k not in ("P", "auto"))
-            print(f"{label} (P = {row['P']:,}): " + ", ".join(
-                f"{k} {v * 1e3:.1f}" for k, v in row.items() if k != "P") + f"; auto / fastest = {row['auto'] / best:.2f}")
+            print(f"{label} (P = {row['P']:,}, O = {row['O']}):")
+            for mode, t in (("traced", row["trace"]), ("full", row["full"])):
+                best = min(v for k, v in t.items() if k not in ("auto", "before"))
+                before = f"; before / auto = {t['before'] / t['auto']:.2f}" if "before" in t else ""
+                print(f"  {mode}: " + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in t.items())
+                      + f"; auto / fastest = {t['auto'] / best:.2f}{before}")
         return res
     if args.rules:
         t = rules_bench(args.batch, args.rounds, args.steps)
