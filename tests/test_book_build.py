@@ -408,6 +408,85 @@ def test_chapters_read_well_at_desktop_and_phone_widths(smoke_book, tmp_path):
     assert not problems, "\n".join(problems)
 
 
+#: Text that must never reach a rendered page outside code: MyST roles that were not parsed
+#: (a glued string pasted as text, a role inside inline code) and `cfg.` names from the settings
+#: code. Raw `$...$` maths is checked separately (:data:`RAW_MATHS`).
+RAW_MARKUP = r"\{(glue(:[a-z]+)?|download|doc|eq|ref|numref|term|cite(:[a-z]+)?)\}`|\bcfg\.[a-z_]+"
+#: Inline maths whose dollar signs reached the page (MathJax typesets only the maths MyST parsed).
+RAW_MATHS = r"(^|[^\\\w$])\$[^$\s][^$\n]{0,80}\$"
+
+PAGE_FACTS_JS = r"""
+const main = document.querySelector('main') || document.body;
+const text = (() => { const c = main.cloneNode(true);
+  c.querySelectorAll('pre, code, kbd, script, style, mjx-container, .math, .highlight, textarea').forEach(e => e.remove());
+  return c.textContent; })();
+const overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth;
+const noAlt = [...main.querySelectorAll('img')].filter(i => !(i.getAttribute('alt') || '').trim())
+  .map(i => (i.getAttribute('src') || '').slice(-50));
+const links = [...document.querySelectorAll('a[href]')].map(a => a.href).filter(h => h.startsWith(location.origin));
+return {text, overflow, noAlt, links};
+"""
+
+# The relative luminance of a CSS colour and the contrast of every visible caption and paragraph
+# of the article against the first opaque background behind it (WCAG's formula).
+CONTRAST_JS = r"""
+const lum = c => { const m = c.match(/[\d.]+/g).map(Number);
+  const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+  return [0.2126 * f(m[0]) + 0.7152 * f(m[1]) + 0.0722 * f(m[2]), m.length > 3 ? m[3] : 1]; };
+const behind = e => { for (let x = e; x; x = x.parentElement) { const [l, a] = lum(getComputedStyle(x).backgroundColor);
+  if (a > 0.5) return l; } return lum(getComputedStyle(document.body).backgroundColor)[0]; };
+const low = [];
+for (const e of document.querySelectorAll('main figcaption, main .itlin-slider-caption, main p, main td, main th, main li')) {
+  if (!e.textContent.trim() || e.getBoundingClientRect().width === 0) continue;
+  const [l1] = lum(getComputedStyle(e).color), l2 = behind(e);
+  const ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+  if (ratio < 3) low.push(`${ratio.toFixed(1)}: ${e.textContent.trim().slice(0, 60)}`);
+}
+return low;
+"""
+
+
+def test_every_page_reads_at_phone_and_desktop_width_in_light_and_dark_mode(smoke_book, tmp_path):
+    """Every page of the book (chapters and reference pages) in headless Chromium at a phone
+    (390 px) and a desktop (1280 px) width, in the theme's light and dark modes: the page never
+    scrolls sideways (wide content scrolls in its own box), no unparsed MyST role, `cfg.` name
+    or raw `$...$` maths shows outside code, every image has alt text, every caption and
+    paragraph keeps a contrast of at least 3 against its background, and no internal link
+    points to a page that does not exist. Screenshots go to $ITLIN_SCREENSHOT_DIR when it is
+    set (a CI artifact folder, never the repository)."""
+    html = smoke_book.html
+    pages = sorted(str(p.relative_to(html)) for p in html.glob("book/**/*.html"))
+    assert len(pages) >= len(execution.toc_notebooks(ROOT))
+    shots = os.environ.get("ITLIN_SCREENSHOT_DIR")
+    problems, links = [], set()
+    with serve(html) as base_url, headless_chromium(tmp_path / "chromium-profile") as driver:
+        for width, device in [(390, "phone"), (1280, "desktop")]:
+            driver.set_window_size(width, 1000)
+            for page in pages:
+                driver.get(f"{base_url}/{page}")
+                for mode in ("light", "dark"):
+                    driver.execute_script("document.documentElement.dataset.theme = arguments[0]; "
+                                          "document.documentElement.dataset.mode = arguments[0];", mode)
+                    facts = driver.execute_script(PAGE_FACTS_JS)
+                    where = f"{page} ({device}, {mode})"
+                    if facts["overflow"] > 2:
+                        problems.append(f"{where}: the page scrolls sideways by {facts['overflow']} px")
+                    for low in driver.execute_script(CONTRAST_JS):
+                        problems.append(f"{where}: text with contrast {low}")
+                    if shots:
+                        driver.save_screenshot(str(pathlib.Path(shots) / f"{pathlib.Path(page).stem}-{device}-{mode}.png"))
+                if device == "phone":      # the text and images are the same at every width and mode
+                    for m in re.finditer(f"{RAW_MARKUP}|{RAW_MATHS}", facts["text"]):
+                        problems.append(f"{page}: raw markup {facts['text'][max(0, m.start() - 30):m.end() + 30]!r}")
+                    problems += [f"{page}: an image without alt text ({src})" for src in facts["noAlt"]]
+                    links.update(link.split("#")[0].split("?")[0] for link in facts["links"])
+    for link in sorted(links):
+        target = html / link[len(base_url):].lstrip("/")
+        if not (target.is_file() or (target / "index.html").is_file()):
+            problems.append(f"a dead internal link: {link[len(base_url):]}")
+    assert not problems, "\n".join(problems)
+
+
 def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
     """Every page with a static slider: each slider shows a frame, names its parameter and shows
     the current value, has written tick labels and no playback controls; moving it (and the
