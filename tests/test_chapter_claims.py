@@ -292,6 +292,30 @@ def test_digits_damping_claims_judge_both_ways(case, want):
     assert table.count("\n") == len(rows) + 1
 
 
+def fast_family(data, inf_final):
+    """``data`` with K = inf moved out of each ``fig4_n<size>`` group into a ``fig4_fast_n<size>``
+    group of its own beside K = 1 (the colab and paper layout), its final accuracies ``inf_final``."""
+    out = dict(data)
+    for j, n in enumerate((1000, 2000, 5000)):
+        r = data[f"fig4_n{n}"]
+        final = r["metrics"]["test_accuracy_proxy"][-1]
+        out[f"fig4_n{n}"] = rec([1, 100, 1000], final[:3])
+        out[f"fig4_fast_n{n}"] = rec([1, None], [final[0], inf_final[j]])
+    return out
+
+
+def test_features_k_inf_in_groups_of_its_own_is_judged_from_them():
+    """Where K = inf trains in ``fig4_fast_n<size>`` beside K = 1 (the paper's dashed lines), the two
+    K = inf rows compare it with that K = 1 and name those groups; a K = inf that keeps up says no."""
+    rows = {r["claim"]: r for r in cifar_features.claims(fast_family(features(), [0.30, 0.32, 0.34]))}
+    assert {r["verdict"] for r in rows.values()} == {"yes"}
+    inf_rows = ("No feature learning costs accuracy at every size (Fig. 4)",
+                "Without feature learning, more data helps less (Fig. 4)")
+    assert all("lr 0.01" in rows[c]["shows"] for c in inf_rows)
+    kept_up = verdicts(cifar_features, fast_family(features(), [0.40, 0.45, 0.50]))
+    assert [kept_up[c] for c in inf_rows] == ["no", "no"]
+
+
 def test_a_claim_resting_on_a_diverged_run_is_unjudged_and_says_so():
     """A run that diverged has no final probes and no final filters: the verdicts that need them
     are "unjudged (diverged)", naming the run and the step; a diverged run's filter change is

@@ -351,8 +351,8 @@ def stability_of_each_linearisation(results, source, group: str = "fig3"):
     out = plotting.stability_figure(results, source, [group])
     if out is None:
         return None
-    strip = lambda names: [n.split(": ", 1)[1] for n in names]
-    return {"crossed": strip(out["crossed"]), "diverged": strip(out["diverged"]), "largest": out["largest"]}
+    labels = lambda runs: [label for _, label in runs]
+    return {"crossed": labels(out["crossed"]), "diverged": labels(out["diverged"]), "largest": out["largest"]}
 
 __all__ = ["HAS_LAPTOP", "LAPTOP", "PLATEAU_TIME", "runs", "claims", "claims_markdown", "accuracy_k1_against_a_huge_k", "accuracy_against_k", "full_batch_against_minibatch", "RULES_TIE_IMAGES", "refresh_rules_at_equal_updates",
            "stability_of_each_linearisation"]

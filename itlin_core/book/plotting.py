@@ -142,7 +142,7 @@ def plot_stability(ax, record, colours=None):
 
 def stability_figure(results, source, groups) -> dict | None:
     """One panel per group of ``groups`` (names in ``results``) that measured its curvature:
-    :func:`plot_stability` of its runs. Returns ``{"crossed": "group: label" of every run whose
+    :func:`plot_stability` of its runs. Returns ``{"crossed": (group, label) of every run whose
     ratio exceeded 1, "diverged": likewise for the runs that diverged, "largest": the largest
     ratio}``, or ``None`` (and says so) when no such group is in the record shown."""
     recs = [(g, results[g]) for g in groups if g in (results or {}) and "curvature" in results[g]["metrics"]]
@@ -160,8 +160,8 @@ def stability_figure(results, source, groups) -> dict | None:
         ax.set_title(f"{name} (SGD lr {rec['config']['lr']:g})")
         ax.legend(loc="best")
         peak = np.nanmax(np.where(np.isfinite(ratio), ratio, np.nan), axis=0)
-        out["crossed"] += [f"{name}: {label}" for label, r in zip(rec["labels"], peak) if r > 1]
-        out["diverged"] += [f"{name}: {label}" for label, d in zip(rec["labels"], rec["diverged_at"]) if d is not None]
+        out["crossed"] += [(name, label) for label, r in zip(rec["labels"], peak) if r > 1]
+        out["diverged"] += [(name, label) for label, d in zip(rec["labels"], rec["diverged_at"]) if d is not None]
         out["largest"] = max(out["largest"], float(np.nanmax(peak)))
     fig.tight_layout()
     plt.show()
