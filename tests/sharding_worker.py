@@ -103,7 +103,8 @@ def host(pid, port, ck, out):
 
 if __name__ == "__main__":
     mode = sys.argv[1]
-    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={4 if mode == 'devices' else 2}"
+    kept = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)   # make test's
+    os.environ["XLA_FLAGS"] = f"{kept} --xla_force_host_platform_device_count={4 if mode == 'devices' else 2}".strip()
     import jax
     jax.config.update("jax_enable_x64", True)    # as the test process (tests/conftest.py), to compare with it
     if mode == "devices":

@@ -30,8 +30,7 @@ ROUNDING = dict(rtol=1e-5, atol=1e-5)   # float32 sums taken in another order on
 
 
 def _run(args):
-    env = dict(os.environ, ITLIN_PROGRESS="off")
-    env.pop("XLA_FLAGS", None)
+    env = dict(os.environ, ITLIN_PROGRESS="off")     # the worker adds its device count to XLA_FLAGS
     return subprocess.Popen([sys.executable, str(HERE / "sharding_worker.py"), *map(str, args)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
