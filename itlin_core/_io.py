@@ -31,10 +31,11 @@ def encode_float(v) -> float | dict:
     return v if math.isfinite(v) else {"__float__": float_token(v)}
 
 
-def atomic_write(path, write: Callable, mode: str) -> None:
-    """Write ``path`` through ``write(file)`` into a temporary file in the same directory, then
-    :func:`os.replace` it into place; on any exception the temporary file is removed and an
-    existing ``path`` is left untouched."""
+def atomic_write(path, write: Callable, mode: str, verify: Callable | None = None) -> None:
+    """Write ``path`` through ``write(file)`` into a temporary file in the same directory, read it
+    back with ``verify(temporary_path)`` (which raises if the file is not what was meant; ``None``:
+    compare nothing), then :func:`os.replace` it into place. On any exception, a kill included, an
+    existing ``path`` is left untouched (the temporary file is removed, except after a kill)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -43,6 +44,8 @@ def atomic_write(path, write: Callable, mode: str) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        if verify is not None:
+            verify(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -50,3 +53,11 @@ def atomic_write(path, write: Callable, mode: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def write_bytes_atomically(path, blob: bytes) -> None:
+    """:func:`atomic_write` of ``blob``, read back and compared byte for byte before the rename."""
+    def same(tmp: Path):
+        if tmp.read_bytes() != blob:
+            raise OSError(f"{path}: the bytes read back differ from those written; the old file was kept.")
+    atomic_write(path, lambda f: f.write(blob), "wb", verify=same)

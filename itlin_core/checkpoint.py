@@ -118,7 +118,7 @@ def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta:
     header = {"format": FORMAT_VERSION, "treedef": str(treedef), "num_leaves": len(leaves), "step": int(step),
               "has_key": kd is not None, "history_scalars": scalars, "meta": dict(meta or {})}
     arrays["header"] = np.asarray(json.dumps(header, allow_nan=False))
-    atomic_write(Path(path), lambda f: np.savez(f, **arrays), "wb")
+    atomic_write(Path(path), lambda f: np.savez(f, **arrays), "wb", verify=_read)   # read back: CRCs, header
 
 
 _HEADER = {"format": int, "treedef": str, "num_leaves": int, "step": int, "has_key": bool,

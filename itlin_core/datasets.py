@@ -42,6 +42,7 @@ import os
 import pickle
 import re
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,7 @@ import numpy as np
 from ._download import (ChecksumError, DatasetError, DatasetUnavailableError, data_root, default_data_dir,
                         ensure, extract_folder)
 from ._download import check_file as _check_checksum
+from ._io import write_bytes_atomically
 
 __all__ = ["cifar10", "mnist", "default_data_dir", "DatasetError", "DatasetUnavailableError",
            "ChecksumError", "CHECKSUMS", "CIFAR10_URLS", "MNIST_MIRRORS", "read_idx",
@@ -255,7 +257,7 @@ def read_idx(source) -> np.ndarray:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise ValueError(f"{name} is a damaged gzip file ({e}).") from None
     if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] not in _IDX_TYPES or raw[3] == 0:
         raise ValueError(f"{name} is not an idx file: its magic number is {raw[:4].hex() or 'missing'} "
@@ -334,7 +336,7 @@ def mnist(data_dir=None, verify: bool = True, *, progress: str | None = None) ->
 # --------------------------------------------------------------------------- stand-in data
 
 def write_stand_in(name: str, data_dir, n_train: int = 500, n_test: int = 100, *, seed: int = 0,
-                   batches: int = 5) -> Path:
+                   batches: int = 5, overwrite: bool = False) -> Path:
     """Write stand-in data in the exact on-disk format of CIFAR10 or MNIST, for smoke runs.
 
     ``name`` is ``"cifar10"`` or ``"mnist"``. Each class ``c`` has a fixed random template and
@@ -343,12 +345,28 @@ def write_stand_in(name: str, data_dir, n_train: int = 500, n_test: int = 100, *
     ``data_dir/cifar-10-batches-py``; MNIST: the four gzipped idx files in ``data_dir/mnist``.
     Load them with ``cifar10(data_dir, verify=False)`` / ``mnist(data_dir, verify=False)``.
     These are not CIFAR10 or MNIST: never report results on them as such.
+
+    A file that is already there (the real data set, say) is never replaced unless
+    ``overwrite=True``: the call then refuses before writing anything. Each file is written
+    atomically and read back before it replaces anything (:func:`itlin_core._io.atomic_write`).
     """
     if name not in ("cifar10", "mnist"):
         raise ValueError(f"name must be 'cifar10' or 'mnist', got {name!r}.")
     if min(n_train, n_test, batches) < 1 or batches > n_train:
         raise ValueError(f"n_train, n_test and batches must be >= 1 with batches <= n_train, "
                          f"got {n_train}, {n_test}, {batches}.")
+    root = Path(data_dir)
+    if name == "cifar10":
+        folder = root / CIFAR10_FOLDER
+        targets = [f"data_batch_{i + 1}" for i in range(batches)] + [CIFAR10_TEST]
+    else:
+        folder = root / MNIST_FOLDER
+        targets = [f"{p}-{k}-ubyte.gz" for p in ("train", "t10k") for k in ("images-idx3", "labels-idx1")]
+    there = [t for t in targets if (folder / t).exists()]
+    if there and not overwrite:
+        raise ValueError(f"data_dir: {folder} already holds {', '.join(there)}; write_stand_in never replaces "
+                         "files it was not told to (they may be the real data set). Choose an empty folder, or "
+                         "pass overwrite=True.")
     rng = np.random.default_rng(seed)
     shape = IMAGE_SHAPES[name]
     templates = rng.uniform(0, 255, (10, *shape))
@@ -358,23 +376,21 @@ def write_stand_in(name: str, data_dir, n_train: int = 500, n_test: int = 100, *
         x = 0.6 * templates[y] + 0.4 * rng.uniform(0, 255, (n, *shape))
         return np.clip(np.round(x), 0, 255).astype(np.uint8), y
 
-    root = Path(data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
     if name == "cifar10":
-        folder = root / CIFAR10_FOLDER
-        folder.mkdir(parents=True, exist_ok=True)
         splits = [(f"data_batch_{i + 1}", s) for i, s in enumerate(np.array_split(np.arange(n_train), batches))]
         for fname, idx in [*splits, (CIFAR10_TEST, np.arange(n_test))]:
             x, y = sample(len(idx))
             batch = {b"batch_label": b"stand-in " + fname.encode(), b"labels": [int(v) for v in y],
                      b"data": x.transpose(0, 3, 1, 2).reshape(len(idx), -1),
                      b"filenames": [f"{i}.png".encode() for i in range(len(idx))]}
-            (folder / fname).write_bytes(pickle.dumps(batch, protocol=2))
+            blob = pickle.dumps(batch, protocol=2)
+            write_bytes_atomically(folder / fname, blob)
         return folder
-    folder = root / MNIST_FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
     for prefix, n in (("train", n_train), ("t10k", n_test)):
         x, y = sample(n)
         for kind, arr in (("images-idx3", x[..., 0]), ("labels-idx1", y.astype(np.uint8))):
             header = struct.pack(f">HBB{arr.ndim}I", 0, 0x08, arr.ndim, *arr.shape)
-            (folder / f"{prefix}-{kind}-ubyte.gz").write_bytes(gzip.compress(header + arr.tobytes(), mtime=0))
+            blob = gzip.compress(header + arr.tobytes(), mtime=0)
+            write_bytes_atomically(folder / f"{prefix}-{kind}-ubyte.gz", blob)
     return folder

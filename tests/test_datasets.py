@@ -389,6 +389,19 @@ def test_stand_in_data_round_trip(tmp_path):
     assert (pred == d["y_test"]).mean() > 0.5
 
 
+@pytest.mark.parametrize("name", ["cifar10", "mnist"])
+def test_stand_in_data_never_replace_files_already_there(tmp_path, name):
+    """The real data set in the folder (here: files of other contents) survive a stand-in write,
+    which refuses before writing anything; ``overwrite=True`` replaces them."""
+    folder = datasets.write_stand_in(name, tmp_path, n_train=12, n_test=4, batches=2)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(ValueError, match="already holds .*overwrite=True"):
+        datasets.write_stand_in(name, tmp_path, n_train=30, n_test=9, batches=2, seed=1)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before      # untouched, nothing added
+    datasets.write_stand_in(name, tmp_path, n_train=30, n_test=9, batches=2, seed=1, overwrite=True)
+    assert (ic.data.cifar10 if name == "cifar10" else ic.data.mnist)(tmp_path, verify=False)["y_test"].shape == (9,)
+
+
 # ----------------------------------------------------------------------------- augmentation
 
 def unique_images(n=16, h=8, w=6, c=2):

@@ -224,7 +224,11 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
               "versions": software_versions(), "device": device_description(), "note": note,
               "data": _encode(data)}
     text = json.dumps(record, allow_nan=False, indent=1)  # encode fully before touching the disk
-    atomic_write(path, lambda f: f.write(text), "w")
+    def same(tmp):       # read back, character for character
+        if tmp.read_text(encoding="utf-8") != text:
+            raise OSError(f"{path}: the record read back differs from the one written; the old file was kept.")
+
+    atomic_write(path, lambda f: f.write(text), "w", verify=same)   # text is ASCII (json.dumps escapes)
     return path
 
 
