@@ -29,7 +29,7 @@ def write(v):
 import numpy as np
 from itlin_core.book import records
 def write(v):
-    records.save_results("kill_test", "smoke", {{"a": np.full({N // 8}, float(v))}}, seed=v, results_dir=DIR)
+    records.save_results("kill_test", "smoke", {{"g": {{"a": np.full({N // 8}, float(v))}}}}, seed=v, results_dir=DIR)
 """,
     "stand_in": """
 import itlin_core as ic
@@ -75,7 +75,7 @@ def read_back(kind, folder, tmp_path):
         return {int(ck.step) % 2}
     if kind == "record":
         rec = records.load_results("kill_test", ("smoke",), results_dir=folder)
-        a = np.asarray(rec["data"]["a"])
+        a = np.asarray(rec["data"]["g"]["a"])
         assert a.shape == (N // 8,) and np.all(a == rec["seed"])
         return {rec["seed"] % 2}
     # stand-in: each file is byte for byte one of the two versions
