@@ -4,6 +4,8 @@ Tested on files written in the real on-disk format (no internet here), with tiny
 of the chapter's laptop groups."""
 
 import dataclasses
+import json
+import re
 
 import pytest
 
@@ -143,6 +145,24 @@ def test_a_damaged_record_is_refused_before_anything_trains_and_left_as_it_is(fo
     assert str(path) in err and "Nothing was trained" in err and "Traceback" not in err
     assert path.read_text() == '{"format": 1, "data": {"fig3": '     # untouched
     assert not folders["ck"].exists()                                  # no group started
+
+
+@pytest.mark.parametrize("group, says", [({"config": "x"}, "the config of its group 'fig3' must be a dict"),
+                                         (5, r"data\['fig3'\] must be a dict of curves")], ids=["config", "group"])
+def test_a_record_with_malformed_groups_is_refused_before_anything_trains(folders, capsys, group, says):
+    """A hand-edited group (not a dict, or its config not a dict) is found by the same reading that
+    finds a damaged file: before training, with the file named and left as it is."""
+    folders["results"].mkdir()
+    records.save_results("cifar_few_updates", "laptop", {"fig3": {"config": {}}}, seed=0,
+                         results_dir=folders["results"])
+    path = folders["results"] / "cifar_few_updates-laptop.json"
+    text = path.read_text().replace('"fig3": {\n   "config": {}\n  }', f'"fig3": {json.dumps(group)}')
+    assert text != path.read_text()
+    path.write_text(text)
+    assert _run(folders, "--no-verify", "--data-note", "test files", "--names", "fig3_rules") == 2
+    err = capsys.readouterr().err
+    assert re.search(says, err) and str(path) in err and "Nothing was trained" in err and "Traceback" not in err
+    assert path.read_text() == text and not folders["ck"].exists()
 
 
 @pytest.mark.parametrize("failure, code, words", [

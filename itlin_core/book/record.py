@@ -68,7 +68,15 @@ def missing_data(dataset: str, data_dir) -> str | None:
 def stale_groups(recorded: dict, groups: dict) -> tuple[dict, list]:
     """``(kept, stale)``: the groups of a record (``{name: record}``) that match the chapter's
     settings ``groups`` now, and the names of those that do not (settings changed since, or a
-    group the chapter no longer has)."""
+    group the chapter no longer has). A ValueError names a group whose record or ``config`` is not a
+    dict (a hand-edited record)."""
+    if not isinstance(recorded, dict):
+        raise ValueError(f"its data must be a dict of run groups, got {type(recorded).__name__}")
+    for k, v in recorded.items():
+        if not isinstance(v, dict) or not isinstance(v.get("config", {}), dict):
+            what = "record" if not isinstance(v, dict) else "config"
+            raise ValueError(f"the {what} of its group {k!r} must be a dict, got "
+                             f"{type(v if what == 'record' else v['config']).__name__}")
     kept = {k: v for k, v in recorded.items() if k in groups and config_matches(v.get("config", {}), groups[k])}
     return kept, [k for k in recorded if k not in kept]
 
@@ -99,10 +107,15 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
         problem = missing_data(dataset, data_dir)
         if problem:
             raise ValueError(problem)
-    try:    # read the existing record before training, so that a damaged one costs no training
+    try:    # read the existing record (and its groups' settings) before training: a damaged one costs no training
         previous = load_results(chapter, (preset,), results_dir=results_dir)
     except ValueError as err:
         raise ValueError(f"{err} Nothing was trained and the file was left as it is.") from None
+    try:
+        kept, stale = stale_groups(previous["data"], groups) if previous is not None else ({}, [])
+    except ValueError as err:
+        raise ValueError(f"{results_path(chapter, preset, results_dir)} is damaged: {err}. Restore it (git checkout) "
+                         "or record the run again. Nothing was trained and the file was left as it is.") from None
     data = {d: image_data(d, preset, data_dir=data_dir, stand_in=False, verify=verify, progress=progress)
             for d in datasets}
     results = run_chapter(chapter, preset, data=data, names=names, checkpoint_dir=checkpoint_dir, progress=progress,
@@ -110,7 +123,6 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
     if any(r["stand_in"] for r in results.values()):    # cannot happen with stand_in=False; never record it
         raise RuntimeError("stand-in data reached a record; nothing was written.")
     if previous is not None and set(names) != set(groups):
-        kept, stale = stale_groups(previous["data"], groups)
         for name in stale:
             if name not in results:
                 print(f"note: {chapter}/{name} in the existing record was made with other settings than the chapter's "
