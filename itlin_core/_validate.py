@@ -165,6 +165,27 @@ def check_finite(name: str, x, note: str = ""):
     return x
 
 
+def check_callable(name: str, fn, what: str):
+    """TypeError unless ``fn`` is callable; ``what`` says what it should be (e.g. ``"loss_fn(outputs,
+    targets) -> scalar"``). Returns ``fn``."""
+    if not callable(fn):
+        raise TypeError(f"{name} must be a function {what}, got {fn!r} ({type(fn).__name__}).")
+    return fn
+
+
+def numeric_leaves(name: str, tree) -> list:
+    """The leaves of ``tree``, or a TypeError naming the first that is not a number or a numeric array
+    (a string, an object, a dtype of neither numbers nor booleans)."""
+    leaves = jax.tree_util.tree_leaves_with_path(tree)
+    for path, a in leaves:
+        kind = getattr(getattr(a, "dtype", None), "kind", None)
+        if isinstance(a, (str, bytes)) or (kind is not None and kind in "OUS" and not is_traced(a)) \
+                or (kind is None and not isinstance(a, numbers.Number)):
+            raise TypeError(f"{name}{jax.tree_util.keystr(path)} is {a!r} ({type(a).__name__}); {name} must be a "
+                            "pytree of numeric arrays.")
+    return [a for _, a in leaves]
+
+
 def check_step_room(state, steps: int) -> None:
     """ValueError unless the integer step counter ``state.step`` (when the state has a concrete
     one, e.g. :class:`itlin_core.ILState`'s int32) can count ``steps`` more steps without wrapping

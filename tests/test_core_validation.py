@@ -621,3 +621,33 @@ def test_zero_norm_or_non_finite_kernels_and_features_are_refused(call, words):
 def test_a_zero_unit_among_others_still_counts_zero_in_wcd():
     u = jnp.array([[2.0, 0.0], [0.0, 0.0]])
     assert float(ic.weighted_cosine_distance(u, jnp.array([[1.0, 0.0]]))) == 0.0
+
+
+# ------------------------------------------------------------------------------ trees and callables
+
+@pytest.mark.parametrize("a, b, words", [
+    ({"a": jnp.ones(4)}, {"a": jnp.ones(1)}, r"a\['a'\] has shape \(4,\), but b expects \(1,\)"),
+    ({"a": jnp.ones(2), "c": jnp.ones(2)}, {"a": jnp.ones(2)}, r"a\['c'\] \(shape \(2,\)\) is a leaf that b does not"),
+    ({"a": jnp.ones(2)}, {"a": jnp.ones(2), "c": 1.0}, r"a has no leaf a\['c'\]"),
+    (PARAMS, ic.mlp([2, 5, 1], "tanh").init(jax.random.PRNGKey(0)), r"a\[0\]\['b'\] has shape \(8,\)"),
+], ids=["broadcast", "extra leaf", "missing leaf", "other model"])
+def test_tree_arithmetic_refuses_trees_that_differ(a, b, words):
+    for fn in (ic.tree_sub, ic.tree_vdot):
+        with pytest.raises(ValueError, match="a and b must be pytrees of the same structure and leaf shapes: " + words):
+            fn(a, b)
+    assert float(ic.tree_vdot(a, a)) > 0 and jax.tree.structure(ic.tree_sub(b, b)) == jax.tree.structure(b)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: ic.init_il_state(PARAMS, "sgd"), r"optimizer must be an optax gradient transformation .*got 'sgd'"),
+    (lambda: ic.init_il_state(PARAMS, optax.sgd), r"optimizer must be an optax gradient transformation"),
+    (lambda: ic.make_il_step(MODEL.apply, None, optax.sgd(0.1), 1), r"loss_fn must be a function loss_fn\(outputs"),
+    (lambda: ic.make_il_step("apply", ic.squared_error, optax.sgd(0.1), 1), "apply_fn must be a function"),
+    (lambda: ic.make_il_sweep_step(MODEL.apply, "mse", optax.sgd(0.1), [1, 2]), "loss_fn must be a function"),
+    (lambda: ic.count_params({"a": "x"}), r"params\['a'\] is 'x' \(str\); params must be a pytree of numeric"),
+    (lambda: ic.count_params({"a": jnp.ones(2), "b": [np.array(["u"])]}), r"params\['b'\]\[0\] is array"),
+], ids=["optimizer str", "optimizer factory", "loss_fn None", "apply_fn str", "sweep loss_fn", "count str",
+        "count strings"])
+def test_arguments_of_the_wrong_type_are_named(call, words):
+    with pytest.raises(TypeError, match=words):
+        call()
