@@ -49,7 +49,16 @@ def tree_sub(a: PyTree, b: PyTree) -> PyTree:
 
 def tree_vdot(a: PyTree, b: PyTree):
     """Euclidean inner product ``<a, b>`` of two pytrees, summed over leaves (``optax.tree_utils.tree_vdot``);
-    trees of another structure or leaf shapes raise a ValueError naming the leaf (no broadcasting)."""
+    trees of another structure or leaf shapes raise a ValueError naming the leaf (no broadcasting).
+
+    Examples:
+      ``<(1, 2), (3, 4)> + 2 * 5 = 21``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> float(ic.tree_vdot({"u": jnp.array([1.0, 2.0]), "v": 2.0}, {"u": jnp.array([3.0, 4.0]), "v": 5.0}))
+      21.0
+    """
     _same_trees(a, b)
     return optax.tree_utils.tree_vdot(a, b)
 
