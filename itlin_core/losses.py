@@ -37,8 +37,7 @@ def _matched(outputs, targets):
         targets = targets.reshape(outputs.shape)
     if outputs.size == 0:
         raise ValueError(f"outputs and targets are empty (shape {outputs.shape}); a loss over no examples is undefined.")
-    check_finite("outputs", outputs, " (checked outside jit; a diverged model's outputs have no loss)")
-    check_finite("targets", targets)
+    check_finite("targets", targets)     # a diverged model's NaN outputs give a NaN loss, as they should
     return outputs, targets
 
 
@@ -57,8 +56,8 @@ def squared_error(outputs, targets):
 
     Raises:
       ValueError: shapes that differ other than by one trailing axis of 1 (no other reshape, even
-        of equal size), no entries, or NaN or infinity in concrete ``outputs`` or ``targets``
-        (under ``jit`` they give a NaN loss).
+        of equal size), no entries, or NaN or infinity in concrete ``targets`` (NaN ``outputs``,
+        a diverged model's, give a NaN loss).
       TypeError: values that are not real numbers.
     """
     outputs, targets = _matched(outputs, targets)
@@ -97,9 +96,9 @@ def _class_labels(fn: str, logits, labels):
 
 def softmax_cross_entropy(logits, labels):
     """Mean softmax cross-entropy over the batch; ``labels`` are integer classes in ``[0, C)``
-    of shape ``(N,)`` (or ``(N, 1)``). Bad labels and concrete logits with NaN or infinity raise
-    ValueError/TypeError; under ``jit``, an out-of-range label makes the loss NaN (so that
-    training reports it instead of learning it).
+    of shape ``(N,)`` (or ``(N, 1)``). Bad labels raise ValueError/TypeError; under ``jit``, an
+    out-of-range label makes the loss NaN (so that training reports it instead of learning it).
+    NaN logits (a diverged model's) give a NaN loss.
 
     Examples:
       Equal logits over ``C = 4`` classes give the loss ``log 4``, whatever the labels:
@@ -110,7 +109,6 @@ def softmax_cross_entropy(logits, labels):
       1.3863
     """
     logits, labels, valid = _class_labels("softmax_cross_entropy", logits, labels)
-    check_finite("softmax_cross_entropy: logits", logits, " (checked outside jit)")
     per = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.where(valid, labels, 0))
     return jnp.mean(jnp.where(valid, per, jnp.nan))
 
