@@ -18,14 +18,21 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ._validate import check_damping, check_microbatch, tree_mismatch
+from ._validate import check_callable, check_damping, check_microbatch, tree_mismatch
 from .pipeline import split_microbatches
 
 PyTree = Any
 
 
+def _same_trees(a, b) -> None:
+    bad = tree_mismatch(a, b, "a", "b")    # shapes only: static, also under jit
+    if bad:
+        raise ValueError(f"a and b must be pytrees of the same structure and leaf shapes: {bad}.")
+
+
 def tree_sub(a: PyTree, b: PyTree) -> PyTree:
-    """Leafwise ``a - b`` of two pytrees of the same structure (``optax.tree_utils.tree_sub``).
+    """Leafwise ``a - b`` of two pytrees of the same structure and leaf shapes
+    (``optax.tree_utils.tree_sub``); other trees raise a ValueError naming the leaf that differs.
 
     Examples:
       The step ``theta - theta_s`` from an anchor, leaf by leaf:
@@ -36,11 +43,24 @@ def tree_sub(a: PyTree, b: PyTree) -> PyTree:
       >>> d["u"].tolist(), d["v"]
       ([2.0, 0.0], 1.5)
     """
+    _same_trees(a, b)
     return optax.tree_utils.tree_sub(a, b)
 
 
-#: Euclidean inner product ``<a, b>`` of two pytrees, summed over leaves (``optax.tree_utils.tree_vdot``).
-tree_vdot = optax.tree_utils.tree_vdot
+def tree_vdot(a: PyTree, b: PyTree):
+    """Euclidean inner product ``<a, b>`` of two pytrees, summed over leaves (``optax.tree_utils.tree_vdot``);
+    trees of another structure or leaf shapes raise a ValueError naming the leaf (no broadcasting).
+
+    Examples:
+      ``<(1, 2), (3, 4)> + 2 * 5 = 21``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> float(ic.tree_vdot({"u": jnp.array([1.0, 2.0]), "v": 2.0}, {"u": jnp.array([3.0, 4.0]), "v": 5.0}))
+      21.0
+    """
+    _same_trees(a, b)
+    return optax.tree_utils.tree_vdot(a, b)
 
 
 def linearise(apply_fn: Callable, params_s: PyTree) -> Callable:
@@ -185,6 +205,8 @@ def _value_grad(apply_fn, loss_fn, damping, microbatch, loss_reduction, *, drift
     ``change2 = ||f(params, x) - f(anchor, x)||^2`` over the batch (one extra forward pass, in a
     ``lax.cond`` on ``check`` so that an unbatched false ``check`` skips it); NaN otherwise.
     """
+    check_callable("apply_fn", apply_fn, "apply_fn(params, x) -> outputs")
+    check_callable("loss_fn", loss_fn, "loss_fn(outputs, targets) -> scalar (e.g. itlin_core.squared_error)")
     undamped = _number_damping(damping)
     microbatch = check_microbatch(microbatch)
     if loss_reduction not in ("mean", "sum"):
