@@ -198,12 +198,13 @@ def linearised_value_and_grad(apply_fn: Callable, loss_fn: Callable, damping=0.0
 
 
 def _value_grad(apply_fn, loss_fn, damping, microbatch, loss_reduction, *, drift: bool):
-    """:func:`linearised_value_and_grad`, optionally with the drift's two squared norms.
+    """:func:`linearised_value_and_grad`, optionally with the drift's three squared norms.
 
-    Returns ``vg(params, anchor, x, y, check=True) -> (loss, grads, (gap2, change2))`` where, with
-    ``drift=True`` and ``check`` true, ``gap2 = ||f(params, x) - f_lin(params, x)||^2`` and
-    ``change2 = ||f(params, x) - f(anchor, x)||^2`` over the batch (one extra forward pass, in a
-    ``lax.cond`` on ``check`` so that an unbatched false ``check`` skips it); NaN otherwise.
+    Returns ``vg(params, anchor, x, y, check=True) -> (loss, grads, (gap2, change2, size2))`` where,
+    with ``drift=True`` and ``check`` true, ``gap2 = ||f(params, x) - f_lin(params, x)||^2``,
+    ``change2 = ||f(params, x) - f(anchor, x)||^2`` and ``size2 = ||f(params, x)||^2`` over the batch
+    (one extra forward pass, in a ``lax.cond`` on ``check`` so that an unbatched false ``check``
+    skips it); NaN otherwise.
     """
     check_callable("apply_fn", apply_fn, "apply_fn(params, x) -> outputs")
     check_callable("loss_fn", loss_fn, "loss_fn(outputs, targets) -> scalar (e.g. itlin_core.squared_error)")
@@ -226,9 +227,10 @@ def _value_grad(apply_fn, loss_fn, damping, microbatch, loss_reduction, *, drift
 
         def measure():
             f_net = apply_fn(params, x)
-            return jnp.stack([sq(f_net, outputs), sq(f_net, f_s)]).astype(dtype)
+            size = sum(jnp.sum(jnp.square(u)) for u in jax.tree.leaves(f_net))    # the rounding scale
+            return jnp.stack([sq(f_net, outputs), sq(f_net, f_s), size]).astype(dtype)
 
-        return loss, grads, jax.lax.cond(check, measure, lambda: jnp.full((2,), jnp.nan, dtype))
+        return loss, grads, jax.lax.cond(check, measure, lambda: jnp.full((3,), jnp.nan, dtype))
 
     def chunked(params, delta, anchor, x, y, check):
         chunks = split_microbatches((x, y), microbatch)

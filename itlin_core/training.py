@@ -25,7 +25,6 @@ Conventions:
 from __future__ import annotations
 
 import functools
-import json
 import math
 import time
 import warnings
@@ -39,7 +38,7 @@ import numpy as np
 from ._fingerprint import MEANINGS, data_digest, step_digest
 from ._progress import progress_bar
 from ._validate import K_NEVER, check_step_room, check_whole
-from .checkpoint import key_data, load_checkpoint, save_checkpoint
+from .checkpoint import _json_meta, key_data, load_checkpoint, save_checkpoint
 from .pipeline import Batches, _whole
 from .sharding import (describe_mesh, is_writer, pad_runs, padded_runs, replicate_on, resolve_mesh, shard_runs,
                        to_host, unpad_runs)
@@ -159,22 +158,6 @@ def _warn_new_divergences(step, desc, before, now) -> None:
         warnings.warn(f"{desc}: {name} (run {i} of {flat_now.size}) became non-finite at step {flat_now[i]}; the "
                       "other runs go on, and its values are NaN from there (history['nonfinite_at'] has the step of "
                       "every run, -1 for none).", RuntimeWarning, stacklevel=3)
-
-
-def _json_meta(meta) -> dict:
-    """``meta`` as plain JSON values (NumPy scalars become Python numbers), or a ValueError."""
-    if meta is not None and not isinstance(meta, Mapping):
-        raise ValueError(f"meta must be a dict of JSON-able settings, got {type(meta).__name__}.")
-
-    def plain(o):
-        if isinstance(o, np.generic):
-            return o.item()
-        raise TypeError(f"a value of type {type(o).__name__}")
-    try:
-        return json.loads(json.dumps(dict(meta or {}), allow_nan=False, default=plain))
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"meta must hold JSON-able settings (strings, finite numbers, booleans, None, lists and "
-                         f"dicts with string keys) so that a resumed run can compare them; got {meta!r} ({e}).") from None
 
 
 def _nonfinite_runs(state, runs_shape) -> np.ndarray:
