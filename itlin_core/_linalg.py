@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import check_damping, check_number, is_traced
+from ._validate import check_damping, check_finite, check_number, is_traced
 
 
 def kernel_tol(dtype, n: int) -> float:
@@ -143,7 +143,8 @@ def kernel_solve(kmat, rhs, damping=0.0, *, rcond: float | None = None):
     Raises:
       TypeError: a complex (or boolean) kernel.
       ValueError: a kernel that is not square, finite, symmetric or PSD, an all-zero kernel
-        without damping, ``rhs`` without the kernel's ``n`` rows, a bad ``damping`` or ``rcond``.
+        without damping, ``rhs`` without the kernel's ``n`` rows or (when concrete) with NaN or
+        infinity, a bad ``damping`` or ``rcond``.
 
     Examples:
       With ``K = diag(2, 0)`` the undamped solve drops the null direction (the minimum-norm
@@ -155,4 +156,4 @@ def kernel_solve(kmat, rhs, damping=0.0, *, rcond: float | None = None):
       >>> print(ic.kernel_solve(K, rhs).tolist(), ic.kernel_solve(K, rhs, damping=2.0).tolist())
       [2.0, 0.0] [1.0, 0.5]
     """
-    return solve(kmat, jnp.asarray(rhs), damping, rcond, check="kmat")
+    return solve(kmat, check_finite("rhs", jnp.asarray(rhs)), damping, rcond, check="kmat")

@@ -139,6 +139,53 @@ def check_number(name: str, v, *, minimum: float | None = None, strict: bool = F
     return v
 
 
+def check_finite(name: str, x, note: str = ""):
+    """ValueError when the concrete array (or pytree of arrays) ``x`` holds NaN or infinity, naming the
+    leaf, how many entries and the first; integer and boolean leaves are finite by type. Skipped for JAX
+    tracers (under ``jit``, ``vmap`` or ``grad`` the values are unknown, and hot paths pay nothing) and
+    for multi-host arrays this process cannot read; a concrete constant seen while tracing is checked once,
+    at trace time. Returns ``x``."""
+    for path, a in jax.tree_util.tree_leaves_with_path(x):
+        if is_traced(a) or not getattr(a, "is_fully_addressable", True):
+            continue
+        if not hasattr(a, "dtype"):
+            try:
+                a = np.asarray(a)
+            except (TypeError, ValueError):
+                continue                                      # not numbers: the caller's own checks say so
+        if not jax.numpy.issubdtype(a.dtype, np.inexact) or not a.size:
+            continue
+        with jax.ensure_compile_time_eval():     # a constant captured by a function being traced: its value
+            if bool(jax.numpy.isfinite(a).all()) if isinstance(a, jax.Array) else bool(np.isfinite(a).all()):
+                continue
+        bad = ~np.isfinite(np.asarray(a))
+        first = f" (the first at index {tuple(int(i) for i in np.argwhere(bad)[0])})" if bad.ndim else ""
+        raise ValueError(f"{name}{jax.tree_util.keystr(path)} holds {int(bad.sum())} NaN or infinite value(s)"
+                         f"{first}; it must hold finite numbers{note}.")
+    return x
+
+
+def check_callable(name: str, fn, what: str):
+    """TypeError unless ``fn`` is callable; ``what`` says what it should be (e.g. ``"loss_fn(outputs,
+    targets) -> scalar"``). Returns ``fn``."""
+    if not callable(fn):
+        raise TypeError(f"{name} must be a function {what}, got {fn!r} ({type(fn).__name__}).")
+    return fn
+
+
+def numeric_leaves(name: str, tree) -> list:
+    """The leaves of ``tree``, or a TypeError naming the first that is not a number or a numeric array
+    (a string, an object, a dtype of neither numbers nor booleans)."""
+    leaves = jax.tree_util.tree_leaves_with_path(tree)
+    for path, a in leaves:
+        kind = getattr(getattr(a, "dtype", None), "kind", None)
+        if isinstance(a, (str, bytes)) or (kind is not None and kind in "OUS" and not is_traced(a)) \
+                or (kind is None and not isinstance(a, numbers.Number)):
+            raise TypeError(f"{name}{jax.tree_util.keystr(path)} is {a!r} ({type(a).__name__}); {name} must be a "
+                            "pytree of numeric arrays.")
+    return [a for _, a in leaves]
+
+
 def check_step_room(state, steps: int) -> None:
     """ValueError unless the integer step counter ``state.step`` (when the state has a concrete
     one, e.g. :class:`itlin_core.ILState`'s int32) can count ``steps`` more steps without wrapping

@@ -12,6 +12,7 @@ data, the history arrays and a JSON header (non-finite scalars written as ``{"__
 from __future__ import annotations
 
 import json
+import numbers
 import zipfile
 import zlib
 from pathlib import Path
@@ -86,7 +87,14 @@ def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta:
     """Save ``state`` (any pytree of arrays, e.g. an :class:`itlin_core.ILState` with optax
     states inside), the PRNG ``key``, the position ``step`` and the metric ``history`` to one
     ``.npz`` file, atomically. ``meta`` (JSON-able) is stored and returned by
-    :func:`load_checkpoint`. History values must be arrays, numbers or ``None``.
+    :func:`load_checkpoint`.
+
+    Refused with a ValueError before anything is written (an existing file is kept): a ``step``
+    that is not a non-negative integer; a state leaf of strings or objects; history keys that are
+    not strings, history values that are not numbers, booleans, ``None`` or numeric arrays (dicts,
+    sets, strings, ragged or mixed lists such as ``[1, 'a']``); ``meta`` that is not a dict of
+    JSON values (NaN, infinity, sets, objects; NumPy scalars become Python numbers); a ``path``
+    that is a folder. Should the new file not read back intact, the previous one is kept.
 
     Examples:
       The state, the step, a ``None`` in the history and the PRNG key (as its raw data)
@@ -104,46 +112,134 @@ def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta:
       [1.0, 1.0] 3 {'diverged_at': None} True
     """
     step = check_whole("step", step, 0)
-    leaves, treedef = jax.tree.flatten(state)
-    arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
+    path = _writable(Path(path))
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(state)
+    arrays = {}
+    for i, (where, leaf) in enumerate(leaves):
+        arrays[f"leaf_{i}"] = a = np.asarray(leaf)
+        if a.dtype.kind in "OUS":
+            raise ValueError(f"state{jax.tree_util.keystr(where)} is {type(leaf).__name__} (dtype {a.dtype}); a "
+                             "checkpoint holds numeric arrays only. Nothing was written.")
     scalars = {}
+    if not isinstance(history, Mapping):
+        raise ValueError(f"history must be a dict of metric name -> array, number or None, "
+                         f"got {type(history).__name__}.")
     for k, v in history.items():
-        if v is None or isinstance(v, (bool, int, float, np.generic)):
+        if not isinstance(k, str):
+            raise ValueError(f"history keys must be strings (metric names), got {k!r}. Nothing was written.")
+        if _is_scalar(v):
             scalars[k] = _encode_scalar(v)  # diverged_at, seconds, loss_every
         else:
-            arrays[f"hist_{k}"] = np.asarray(v)
+            arrays[f"hist_{k}"] = _history_array(k, v)
     kd = key_data(key)
     if kd is not None:
         arrays["key"] = kd
     header = {"format": FORMAT_VERSION, "treedef": str(treedef), "num_leaves": len(leaves), "step": int(step),
-              "has_key": kd is not None, "history_scalars": scalars, "meta": dict(meta or {})}
+              "has_key": kd is not None, "history_scalars": scalars, "meta": _json_meta(meta)}
     arrays["header"] = np.asarray(json.dumps(header, allow_nan=False))
-    atomic_write(Path(path), lambda f: np.savez(f, **arrays), "wb")
+    atomic_write(path, lambda f: np.savez(f, **arrays), "wb", verify=_read_back(path))   # CRCs and header
+
+
+def _is_scalar(v) -> bool:
+    return v is None or isinstance(v, (bool, np.bool_, numbers.Integral, float, np.floating))
+
+
+def _history_array(k: str, v) -> np.ndarray:
+    """``history[k]`` as a numeric array, or a ValueError naming ``k`` (dicts, sets, strings, ragged or mixed
+    lists cannot be stored as one array and would not come back as written)."""
+    allowed = "history values must be numbers, booleans, None or numeric arrays (or lists of numbers)"
+    if isinstance(v, (Mapping, set, frozenset, str, bytes)):
+        raise ValueError(f"history[{k!r}] is a {type(v).__name__}; {allowed}. Nothing was written.")
+    try:
+        a = np.asarray(v)
+    except (ValueError, TypeError):
+        raise ValueError(f"history[{k!r}] cannot be stored as one array; {allowed}, of one shape "
+                         "(a ragged list is not). Nothing was written.") from None
+    if a.dtype.kind not in "biufc":
+        raise ValueError(f"history[{k!r}] holds {a.dtype} values ({str(v)[:80]}); {allowed}. Nothing was written.")
+    return a
+
+
+def _json_meta(meta) -> dict:
+    """``meta`` as plain JSON values (NumPy scalars become Python numbers), or a ValueError that says what
+    JSON cannot hold (NaN and infinity, sets, objects)."""
+    if meta is not None and not isinstance(meta, Mapping):
+        raise ValueError(f"meta must be a dict of JSON-able settings, got {type(meta).__name__}. "
+                         "Nothing was written.")
+
+    def plain(o):
+        if isinstance(o, np.generic):
+            return o.item()
+        raise TypeError(f"a value of type {type(o).__name__}")
+    try:
+        return json.loads(json.dumps(dict(meta or {}), allow_nan=False, default=plain))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"meta must hold JSON-able settings (strings, finite numbers, booleans, None, lists and "
+                         f"dicts with string keys); got {meta!r} ({e}). Nothing was written.") from None
+
+
+def _writable(path: Path) -> Path:
+    """``path`` unless it is a folder or lies below a file (ValueError)."""
+    if path.is_dir():
+        raise ValueError(f"checkpoint path {path} is a folder; pass the path of a checkpoint file in it, "
+                         f"e.g. {path / 'run.npz'}.")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise ValueError(f"checkpoint path {path} lies below {parent}, which is a file, not a folder; "
+                         "choose a path in a folder.")
+    return path
+
+
+def _read_back(path: Path):
+    """The check atomic_write runs on the new temporary file before it replaces ``path``."""
+    def verify(tmp: Path):
+        try:
+            _contents(tmp)
+        except _READ_ERRORS as e:
+            why = str(e).replace(str(tmp), "the new file")
+            raise ValueError(f"the new checkpoint {path} could not be written and read back ({type(e).__name__}: "
+                             f"{why}); the previous file (if any) was kept unchanged.") from None
+    return verify
 
 
 _HEADER = {"format": int, "treedef": str, "num_leaves": int, "step": int, "has_key": bool,
            "history_scalars": dict, "meta": dict}
 
 
+_READ_ERRORS = (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def _contents(path: Path):
+    """``(arrays, header)`` of a checkpoint file; raises one of ``_READ_ERRORS`` when it is damaged."""
+    with np.load(path, allow_pickle=False) as z:
+        files = {k: z[k] for k in z.files}
+    header = json.loads(str(files.pop("header")))
+    if not isinstance(header, dict) or any(not isinstance(header.get(k), t) for k, t in _HEADER.items()):
+        raise ValueError("its header lacks fields or has fields of the wrong type")
+    if any(isinstance(v, dict) and v.get("__float__") not in FLOAT_WORDS for v in header["history_scalars"].values()):
+        raise ValueError("its header holds an unknown float word")
+    missing = [f"leaf_{i}" for i in range(header["num_leaves"]) if f"leaf_{i}" not in files]
+    if missing or (header["has_key"] and "key" not in files):
+        raise ValueError(f"arrays are missing: {', '.join(missing) or 'key'}")
+    return files, header
+
+
 def _read(path: Path):
-    """``(arrays, header)`` of a checkpoint file, or a ValueError that says to delete a damaged
-    one (truncated, emptied or altered files fail the zip format, its CRC checks or the header's
-    keys and types; the package never leaves such a file behind itself, as it writes atomically)."""
+    """``(arrays, header)`` of a checkpoint file. Refused with a ValueError: a missing file, a folder, and
+    a damaged file (truncated, emptied or altered files fail the zip format, its CRC checks or the header's
+    keys and types; the package never leaves such a file behind itself, as it writes atomically), whose
+    message says to delete it."""
+    if path.is_dir():
+        raise ValueError(f"checkpoint path {path} is a folder, not a checkpoint file; pass the path of the "
+                         f".npz file in it (e.g. {path / 'run.npz'}).")
+    if not path.exists():
+        raise ValueError(f"there is no checkpoint file at {path}; check the path (a run writes it with "
+                         "itlin_core.train(..., checkpoint_path=...) or itlin_core.save_checkpoint).")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            files = {k: z[k] for k in z.files}
-        header = json.loads(str(files.pop("header")))
-        if not isinstance(header, dict) or any(not isinstance(header.get(k), t) for k, t in _HEADER.items()):
-            raise ValueError("its header lacks fields or has fields of the wrong type")
-        if any(isinstance(v, dict) and v.get("__float__") not in FLOAT_WORDS for v in header["history_scalars"].values()):
-            raise ValueError("its header holds an unknown float word")
-        missing = [f"leaf_{i}" for i in range(header["num_leaves"]) if f"leaf_{i}" not in files]
-        if missing or (header["has_key"] and "key" not in files):
-            raise ValueError(f"arrays are missing: {', '.join(missing) or 'key'}")
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        return _contents(path)
+    except _READ_ERRORS as e:
         raise ValueError(f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); it is damaged or not "
                          "a checkpoint: delete it to start afresh.") from None
-    return files, header
 
 
 def load_checkpoint(path, template) -> Checkpoint:
@@ -152,7 +248,8 @@ def load_checkpoint(path, template) -> Checkpoint:
     match it exactly.
 
     Raises:
-      ValueError: the file is not a checkpoint, or its state does not match ``template``.
+      ValueError: no file at ``path``, a folder there, a damaged file or not a checkpoint (the message
+        says to delete it), or its state does not match ``template``.
 
     Examples:
       A template of another shape is refused, with the leaf that differs:

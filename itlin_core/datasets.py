@@ -36,12 +36,12 @@ and checked against their length.
 
 from __future__ import annotations
 
-import codecs
 import gzip
 import os
 import pickle
 import re
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,8 @@ import numpy as np
 from ._download import (ChecksumError, DatasetError, DatasetUnavailableError, data_root, default_data_dir,
                         ensure, extract_folder)
 from ._download import check_file as _check_checksum
+from ._io import ArrayUnpickler, write_bytes_atomically
+from ._validate import positive_ints
 
 __all__ = ["cifar10", "mnist", "default_data_dir", "DatasetError", "DatasetUnavailableError",
            "ChecksumError", "CHECKSUMS", "CIFAR10_URLS", "MNIST_MIRRORS", "read_idx",
@@ -94,50 +96,13 @@ CHECKSUMS: dict[str, tuple[str, str]] = {
 
 # --------------------------------------------------------------------------- CIFAR10
 
-def _numpy_reconstruct():
-    try:
-        from numpy._core.multiarray import _reconstruct
-    except ImportError:  # NumPy 1.x
-        from numpy.core.multiarray import _reconstruct
-    return _reconstruct
-
-
-def _numpy_frombuffer():
-    try:
-        from numpy._core.numeric import _frombuffer
-    except ImportError:  # NumPy 1.x
-        from numpy.core.numeric import _frombuffer
-    return _frombuffer
-
-
-class _ArrayUnpickler(pickle.Unpickler):
-    """Rebuilds only NumPy arrays, dtypes and plain containers; any other global is refused."""
-
-    _ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"): _numpy_reconstruct,
-        ("numpy._core.multiarray", "_reconstruct"): _numpy_reconstruct,
-        ("numpy.core.numeric", "_frombuffer"): _numpy_frombuffer,
-        ("numpy._core.numeric", "_frombuffer"): _numpy_frombuffer,
-        ("numpy", "ndarray"): lambda: np.ndarray,
-        ("numpy", "dtype"): lambda: np.dtype,
-        ("_codecs", "encode"): lambda: codecs.encode,  # bytes in protocol-2 pickles from Python 3
-    }
-
-    def find_class(self, module, name):
-        getter = self._ALLOWED.get((module, name))
-        if getter is None:
-            raise pickle.UnpicklingError(
-                f"refusing to load {module}.{name}: a CIFAR10 batch holds only NumPy arrays and lists.")
-        return getter()
-
-
 def _read_cifar_batch(path: Path):
     """``(images (N, 32, 32, 3) uint8, labels (N,) int32)`` from one pickled batch: a dict
     with ``b'data'`` (N, 3072) uint8, each row the 1024 red, then green, then blue values of a
     32x32 image in row-major order, and ``b'labels'``, N integers in 0..9."""
     with open(path, "rb") as f:
         try:
-            batch = _ArrayUnpickler(f, encoding="bytes").load()
+            batch = ArrayUnpickler(f, encoding="bytes").load()
         except Exception as e:
             raise ValueError(f"{path} is not a CIFAR10 batch (a pickled dict): {e}") from None
     if not isinstance(batch, dict):
@@ -255,7 +220,7 @@ def read_idx(source) -> np.ndarray:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise ValueError(f"{name} is a damaged gzip file ({e}).") from None
     if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] not in _IDX_TYPES or raw[3] == 0:
         raise ValueError(f"{name} is not an idx file: its magic number is {raw[:4].hex() or 'missing'} "
@@ -334,7 +299,7 @@ def mnist(data_dir=None, verify: bool = True, *, progress: str | None = None) ->
 # --------------------------------------------------------------------------- stand-in data
 
 def write_stand_in(name: str, data_dir, n_train: int = 500, n_test: int = 100, *, seed: int = 0,
-                   batches: int = 5) -> Path:
+                   batches: int = 5, overwrite: bool = False) -> Path:
     """Write stand-in data in the exact on-disk format of CIFAR10 or MNIST, for smoke runs.
 
     ``name`` is ``"cifar10"`` or ``"mnist"``. Each class ``c`` has a fixed random template and
@@ -343,12 +308,42 @@ def write_stand_in(name: str, data_dir, n_train: int = 500, n_test: int = 100, *
     ``data_dir/cifar-10-batches-py``; MNIST: the four gzipped idx files in ``data_dir/mnist``.
     Load them with ``cifar10(data_dir, verify=False)`` / ``mnist(data_dir, verify=False)``.
     These are not CIFAR10 or MNIST: never report results on them as such.
+
+    Refused with a ValueError before anything is written: ``n_train``, ``n_test`` or ``batches``
+    that are not positive whole numbers, ``batches > n_train``, a ``data_dir`` that is a file;
+    and, unless ``overwrite=True``, a ``data_dir`` that already holds files the stand-in would
+    replace or hide (the real data set, say): CIFAR10's archive, batches in the folder or directly
+    in ``data_dir``; MNIST's idx files, compressed or not, in ``mnist/`` or directly in ``data_dir``.
+    With ``overwrite=True``, CIFAR10 batches beyond ``batches`` in the folder are deleted (the
+    loader would mix them in). Each file is written atomically and read back before it replaces
+    anything (:func:`itlin_core._io.atomic_write`).
     """
     if name not in ("cifar10", "mnist"):
         raise ValueError(f"name must be 'cifar10' or 'mnist', got {name!r}.")
-    if min(n_train, n_test, batches) < 1 or batches > n_train:
-        raise ValueError(f"n_train, n_test and batches must be >= 1 with batches <= n_train, "
-                         f"got {n_train}, {n_test}, {batches}.")
+    n_train, n_test, batches = positive_ints(n_train=n_train, n_test=n_test, batches=batches)
+    if batches > n_train:
+        raise ValueError(f"batches must be at most n_train ({n_train}; each batch holds an image), got {batches}.")
+    root = Path(data_dir)
+    above = next((p for p in (root, *root.parents) if p.exists()), root)
+    if not above.is_dir():
+        raise ValueError(f"data_dir must be a folder, but {above} is a file.")
+    if name == "cifar10":
+        folder = root / CIFAR10_FOLDER
+        mine = [folder / f"data_batch_{i + 1}" for i in range(batches)] + [folder / CIFAR10_TEST]
+        extra = [p for p in folder.glob("data_batch_*") if p not in mine]       # the loader would mix them in
+        others = [*extra, root / CIFAR10_ARCHIVE, *root.glob("data_batch_*"), root / CIFAR10_TEST]
+    else:
+        folder = root / MNIST_FOLDER
+        mine, extra = [folder / f"{n}.gz" for n in MNIST_FILES], []
+        others = [d / (n + s) for d in (root, folder) for n in MNIST_FILES for s in ("", ".gz")]
+    there = sorted(p for p in {*mine, *others} if p.exists())
+    if there and not overwrite:
+        shown = ", ".join(str(p.relative_to(root)) for p in there[:6]) + (" ..." if len(there) > 6 else "")
+        raise ValueError(f"data_dir: {root} already holds {shown}; write_stand_in never replaces or hides files "
+                         "(they may be the real data set, which the loader would no longer read). Choose an empty "
+                         "folder, or pass overwrite=True.")
+    for p in extra:
+        p.unlink()
     rng = np.random.default_rng(seed)
     shape = IMAGE_SHAPES[name]
     templates = rng.uniform(0, 255, (10, *shape))
@@ -358,23 +353,21 @@ def write_stand_in(name: str, data_dir, n_train: int = 500, n_test: int = 100, *
         x = 0.6 * templates[y] + 0.4 * rng.uniform(0, 255, (n, *shape))
         return np.clip(np.round(x), 0, 255).astype(np.uint8), y
 
-    root = Path(data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
     if name == "cifar10":
-        folder = root / CIFAR10_FOLDER
-        folder.mkdir(parents=True, exist_ok=True)
         splits = [(f"data_batch_{i + 1}", s) for i, s in enumerate(np.array_split(np.arange(n_train), batches))]
         for fname, idx in [*splits, (CIFAR10_TEST, np.arange(n_test))]:
             x, y = sample(len(idx))
             batch = {b"batch_label": b"stand-in " + fname.encode(), b"labels": [int(v) for v in y],
                      b"data": x.transpose(0, 3, 1, 2).reshape(len(idx), -1),
                      b"filenames": [f"{i}.png".encode() for i in range(len(idx))]}
-            (folder / fname).write_bytes(pickle.dumps(batch, protocol=2))
+            blob = pickle.dumps(batch, protocol=2)
+            write_bytes_atomically(folder / fname, blob)
         return folder
-    folder = root / MNIST_FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
     for prefix, n in (("train", n_train), ("t10k", n_test)):
         x, y = sample(n)
         for kind, arr in (("images-idx3", x[..., 0]), ("labels-idx1", y.astype(np.uint8))):
             header = struct.pack(f">HBB{arr.ndim}I", 0, 0x08, arr.ndim, *arr.shape)
-            (folder / f"{prefix}-{kind}-ubyte.gz").write_bytes(gzip.compress(header + arr.tobytes(), mtime=0))
+            blob = gzip.compress(header + arr.tobytes(), mtime=0)
+            write_bytes_atomically(folder / f"{prefix}-{kind}-ubyte.gz", blob)
     return folder

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from ._linalg import check_kernel, psd_eigh
-from ._validate import check_examples, is_traced
+from ._validate import check_examples, check_finite, is_traced
 from .ntk import as_2d, empirical_ntk, kernel_matrix
 
 PyTree = Any
@@ -80,7 +80,8 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
 
     ``ntk_train`` is checked, not repaired, as by :func:`itlin_core.kernel_solve`: real, finite,
     symmetric and positive semi-definite within a relative tolerance (``max(1e-5, n eps)`` for
-    float32, ``max(1e-10, n eps)`` for float64), and not all zero (when concrete).
+    float32, ``max(1e-10, n eps)`` for float64), and not all zero (when concrete). Concrete
+    ``f0_train``, ``y_train`` and ``f0_test`` with NaN or infinity are refused (ValueError).
 
     Returns:
       ``(f_train_t, f_test_t)`` with a leading time axis when ``t`` is an array;
@@ -97,6 +98,8 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
       [0.6321 1.    ]
     """
     check_examples("f0_train", jnp.asarray(f0_train))
+    check_finite("f0_train", jnp.asarray(f0_train))
+    check_finite("y_train", jnp.asarray(y_train))
     kmat, f2, full = _kernel_and_outputs(ntk_train, f0_train, "ntk_train")
     y2 = as_2d(jnp.asarray(y_train))
     if y2.shape != f2.shape:
@@ -114,7 +117,7 @@ def gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train=None, f0_test=
     coeff = vecs.T @ r0  # components of the initial residual along the eigenvectors
 
     if ntk_test_train is not None:
-        f0t = jnp.asarray(f0_test)
+        f0t = check_finite("f0_test", jnp.asarray(f0_test))
         ft2 = as_2d(f0t)
         kt = check_kernel("ntk_test_train", ntk_test_train, square=False)
         m = ft2.shape[0]

@@ -25,7 +25,8 @@ import numpy as np
 import optax
 
 from ._linalg import check_kernel, check_psd, kernel_solve, solve
-from ._validate import K_NEVER, check_damping, check_examples, check_number, check_whole, is_traced
+from ._validate import (K_NEVER, check_damping, check_examples, check_finite, check_number, check_whole,
+                        is_traced)
 from .linearise import linearised_objective, linearised_value_and_grad, tree_vdot
 from .ntk import as_2d, empirical_ntk, kernel_matrix
 
@@ -56,7 +57,8 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
     Args:
       apply_fn, params: the model and where to linearise it.
       x, y: inputs and targets; ``apply_fn(params, x)`` must have ``y``'s shape
-        (``(N,)`` and ``(N, 1)`` count as the same).
+        (``(N,)`` and ``(N, 1)`` count as the same). Outside ``jit``, NaN or infinity in either
+        is refused (ValueError).
       damping: ``lambda >= 0`` or a callable ``eigenvalues of J J^T -> lambda``.
       solve_dtype: e.g. ``jnp.float64`` to do the kernel solve in double precision
         (needs ``jax_enable_x64``); the direction is returned in the parameters' dtype.
@@ -86,6 +88,8 @@ def gn_direction(apply_fn: Callable, params: PyTree, x, y, damping=0.0, *, solve
     """
     check_damping(damping)
     check_examples("x", x)
+    check_finite("x", x)
+    check_finite("y", y)
     dtype = _solve_dtype(solve_dtype)
     out, pullback = jax.vjp(lambda p: as_2d(apply_fn(p, x)), params)
     y2 = jnp.asarray(y)

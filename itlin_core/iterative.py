@@ -76,7 +76,8 @@ class ILState(NamedTuple):
 
 
 def init_il_state(params: PyTree, optimizer: optax.GradientTransformation) -> ILState:
-    """Initial state: the anchor is the initial parameters, step 0.
+    """Initial state: the anchor is the initial parameters, step 0. An ``optimizer`` without
+    ``init`` and ``update`` (not an optax transformation) raises a TypeError.
 
     Examples:
       The anchor is the initial parameters and the counters start at 0:
@@ -87,6 +88,9 @@ def init_il_state(params: PyTree, optimizer: optax.GradientTransformation) -> IL
       >>> state.anchor.tolist(), int(state.step), int(state.last_relin), int(state.updates)
       ([1.0, 2.0], 0, 0, 0)
     """
+    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
+        raise TypeError(f"optimizer must be an optax gradient transformation (e.g. optax.sgd(0.1)), got "
+                        f"{optimizer!r} ({type(optimizer).__name__}).")
     zero = jnp.zeros((), jnp.int32)
     return ILState(params=params, anchor=params, opt_state=optimizer.init(params), step=zero,
                    last_relin=zero, updates=zero)

@@ -18,14 +18,21 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ._validate import check_damping, check_microbatch, tree_mismatch
+from ._validate import check_callable, check_damping, check_microbatch, tree_mismatch
 from .pipeline import split_microbatches
 
 PyTree = Any
 
 
+def _same_trees(a, b) -> None:
+    bad = tree_mismatch(a, b, "a", "b")    # shapes only: static, also under jit
+    if bad:
+        raise ValueError(f"a and b must be pytrees of the same structure and leaf shapes: {bad}.")
+
+
 def tree_sub(a: PyTree, b: PyTree) -> PyTree:
-    """Leafwise ``a - b`` of two pytrees of the same structure (``optax.tree_utils.tree_sub``).
+    """Leafwise ``a - b`` of two pytrees of the same structure and leaf shapes
+    (``optax.tree_utils.tree_sub``); other trees raise a ValueError naming the leaf that differs.
 
     Examples:
       The step ``theta - theta_s`` from an anchor, leaf by leaf:
@@ -36,11 +43,24 @@ def tree_sub(a: PyTree, b: PyTree) -> PyTree:
       >>> d["u"].tolist(), d["v"]
       ([2.0, 0.0], 1.5)
     """
+    _same_trees(a, b)
     return optax.tree_utils.tree_sub(a, b)
 
 
-#: Euclidean inner product ``<a, b>`` of two pytrees, summed over leaves (``optax.tree_utils.tree_vdot``).
-tree_vdot = optax.tree_utils.tree_vdot
+def tree_vdot(a: PyTree, b: PyTree):
+    """Euclidean inner product ``<a, b>`` of two pytrees, summed over leaves (``optax.tree_utils.tree_vdot``);
+    trees of another structure or leaf shapes raise a ValueError naming the leaf (no broadcasting).
+
+    Examples:
+      ``<(1, 2), (3, 4)> + 2 * 5 = 21``:
+
+      >>> import jax.numpy as jnp
+      >>> import itlin_core as ic
+      >>> float(ic.tree_vdot({"u": jnp.array([1.0, 2.0]), "v": 2.0}, {"u": jnp.array([3.0, 4.0]), "v": 5.0}))
+      21.0
+    """
+    _same_trees(a, b)
+    return optax.tree_utils.tree_vdot(a, b)
 
 
 def linearise(apply_fn: Callable, params_s: PyTree) -> Callable:
@@ -178,13 +198,16 @@ def linearised_value_and_grad(apply_fn: Callable, loss_fn: Callable, damping=0.0
 
 
 def _value_grad(apply_fn, loss_fn, damping, microbatch, loss_reduction, *, drift: bool):
-    """:func:`linearised_value_and_grad`, optionally with the drift's two squared norms.
+    """:func:`linearised_value_and_grad`, optionally with the drift's three squared norms.
 
-    Returns ``vg(params, anchor, x, y, check=True) -> (loss, grads, (gap2, change2))`` where, with
-    ``drift=True`` and ``check`` true, ``gap2 = ||f(params, x) - f_lin(params, x)||^2`` and
-    ``change2 = ||f(params, x) - f(anchor, x)||^2`` over the batch (one extra forward pass, in a
-    ``lax.cond`` on ``check`` so that an unbatched false ``check`` skips it); NaN otherwise.
+    Returns ``vg(params, anchor, x, y, check=True) -> (loss, grads, (gap2, change2, size2))`` where,
+    with ``drift=True`` and ``check`` true, ``gap2 = ||f(params, x) - f_lin(params, x)||^2``,
+    ``change2 = ||f(params, x) - f(anchor, x)||^2`` and ``size2 = ||f(params, x)||^2`` over the batch
+    (one extra forward pass, in a ``lax.cond`` on ``check`` so that an unbatched false ``check``
+    skips it); NaN otherwise.
     """
+    check_callable("apply_fn", apply_fn, "apply_fn(params, x) -> outputs")
+    check_callable("loss_fn", loss_fn, "loss_fn(outputs, targets) -> scalar (e.g. itlin_core.squared_error)")
     undamped = _number_damping(damping)
     microbatch = check_microbatch(microbatch)
     if loss_reduction not in ("mean", "sum"):
@@ -204,9 +227,10 @@ def _value_grad(apply_fn, loss_fn, damping, microbatch, loss_reduction, *, drift
 
         def measure():
             f_net = apply_fn(params, x)
-            return jnp.stack([sq(f_net, outputs), sq(f_net, f_s)]).astype(dtype)
+            size = sum(jnp.sum(jnp.square(u)) for u in jax.tree.leaves(f_net))    # the rounding scale
+            return jnp.stack([sq(f_net, outputs), sq(f_net, f_s), size]).astype(dtype)
 
-        return loss, grads, jax.lax.cond(check, measure, lambda: jnp.full((2,), jnp.nan, dtype))
+        return loss, grads, jax.lax.cond(check, measure, lambda: jnp.full((3,), jnp.nan, dtype))
 
     def chunked(params, delta, anchor, x, y, check):
         chunks = split_microbatches((x, y), microbatch)

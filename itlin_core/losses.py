@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ._validate import check_finite
+
 
 def _matched(outputs, targets):
     """Targets in the outputs' shape; shapes that differ only by a trailing axis of 1 ((N,) and
@@ -35,6 +37,7 @@ def _matched(outputs, targets):
         targets = targets.reshape(outputs.shape)
     if outputs.size == 0:
         raise ValueError(f"outputs and targets are empty (shape {outputs.shape}); a loss over no examples is undefined.")
+    check_finite("targets", targets)     # a diverged model's NaN outputs give a NaN loss, as they should
     return outputs, targets
 
 
@@ -53,7 +56,8 @@ def squared_error(outputs, targets):
 
     Raises:
       ValueError: shapes that differ other than by one trailing axis of 1 (no other reshape, even
-        of equal size), or no entries.
+        of equal size), no entries, or NaN or infinity in concrete ``targets`` (NaN ``outputs``,
+        a diverged model's, give a NaN loss).
       TypeError: values that are not real numbers.
     """
     outputs, targets = _matched(outputs, targets)
@@ -94,6 +98,7 @@ def softmax_cross_entropy(logits, labels):
     """Mean softmax cross-entropy over the batch; ``labels`` are integer classes in ``[0, C)``
     of shape ``(N,)`` (or ``(N, 1)``). Bad labels raise ValueError/TypeError; under ``jit``, an
     out-of-range label makes the loss NaN (so that training reports it instead of learning it).
+    NaN logits (a diverged model's) give a NaN loss.
 
     Examples:
       Equal logits over ``C = 4`` classes give the loss ``log 4``, whatever the labels:
@@ -127,7 +132,7 @@ def accuracy(logits, labels):
 
 
 def rmse(outputs, targets):
-    """Root mean squared error over all examples and outputs.
+    """Root mean squared error over all examples and outputs (refused as :func:`squared_error`).
 
     Examples:
       One error of 4 among four entries (two examples, two outputs): ``sqrt(16 / 4) = 2``:

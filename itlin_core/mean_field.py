@@ -39,12 +39,13 @@ are the paper's. The damping is the paper's eq. (5) with ``alpha = 1``, floored 
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from ._validate import check_number, positive_ints
+from ._validate import check_finite, check_number, positive_ints, tree_mismatch, with_param_check
 from .activations import activation_pair
 from .gauss_newton import damping_min_eigenvalue, gn_step
 from .models import Model
@@ -78,7 +79,8 @@ def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "rel
     ``init(key)`` draws ``u ~ N(0, tau0^2)`` of shape ``(width, d)`` and sets ``v = 0``;
     ``apply(params, x)`` maps ``(N, d)`` inputs to ``(N,)`` outputs ``gamma(x u^T) v / width``.
     With ``outputs = C`` (an integer) ``v`` is ``(width, C)`` and the outputs ``(N, C)``, as in
-    Arbel et al. 2023, App. C.4.
+    Arbel et al. 2023, App. C.4. ``apply`` refuses (ValueError, also under ``jit``) parameters
+    of other shapes than ``init``'s and inputs whose last axis is not ``d``.
 
     Examples:
       The last layer starts at ``v = 0``, so the network starts at the zero function:
@@ -103,9 +105,49 @@ def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "rel
         return {"u": tau0 * jax.random.normal(key, (width, d)), "v": jnp.zeros(v_shape)}
 
     def apply(params, x):
+        _check_inputs("x", x, d)
         return gamma(x @ params["u"].T) @ params["v"] / params["v"].shape[0]
 
+    apply, = with_param_check("mean-field network", init, apply)
     return MeanFieldNet(init, apply, activation, float(beta))
+
+
+def _check_inputs(name: str, x, d: int) -> None:
+    if getattr(x, "ndim", None) != 2 or x.shape[1] != d:
+        raise ValueError(f"{name} must be (N, d) inputs with d = {d} (the hidden weights u are (width, {d})), got "
+                         f"shape {getattr(x, 'shape', type(x).__name__)}.")
+
+
+@functools.lru_cache(maxsize=64)
+def _param_shapes(net: MeanFieldNet):
+    return jax.eval_shape(net.init, jax.random.PRNGKey(0))
+
+
+def _ntk_settings(params, net, activation, beta):
+    """``(activation, beta)`` for :func:`mean_field_ntk`: the network's, or those given (never a silent
+    default); with ``net``, ``params`` are checked against its ``init``."""
+    if net is not None:
+        if not isinstance(net, MeanFieldNet):
+            raise TypeError(f"net must be the MeanFieldNet that ic.mean_field_net returns, got {type(net).__name__}.")
+        if (activation is not None and activation != net.activation) or (beta is not None and beta != net.beta):
+            raise ValueError(f"activation={activation!r}, beta={beta!r} differ from the network's "
+                             f"({net.activation!r}, {net.beta!r}); pass net alone.")
+        bad = tree_mismatch(params, _param_shapes(net), "params", "this network")
+        if bad:
+            raise ValueError(f"mean_field_ntk: {bad}; these parameters belong to another network.")
+        return net.activation, net.beta
+    if activation is None:
+        raise TypeError("mean_field_ntk needs the network's activation: pass net= (the MeanFieldNet the params "
+                        "belong to) or activation= (and beta=); there is no default, since a kernel of another "
+                        "activation than the network's is silently wrong.")
+    if not isinstance(params, dict) or set(params) != {"u", "v"}:
+        raise ValueError(f"params must be a mean-field network's {{'u', 'v'}}, got {type(params).__name__} "
+                         f"{sorted(params) if isinstance(params, dict) else ''}.")
+    u, v = params["u"], params["v"]
+    if u.ndim != 2 or v.ndim not in (1, 2) or v.shape[0] != u.shape[0]:
+        raise ValueError(f"params must have u of shape (width, d) and v of shape (width,) or (width, C), got "
+                         f"u {u.shape} and v {v.shape}.")
+    return activation, 1.0 if beta is None else beta
 
 
 def hidden_features(u, x, activation: str = "relu", beta: float = 1.0):
@@ -114,13 +156,20 @@ def hidden_features(u, x, activation: str = "relu", beta: float = 1.0):
     return gamma(x @ u.T)
 
 
-def mean_field_ntk(params, x, x2=None, *, activation: str = "relu", beta: float = 1.0):
+def mean_field_ntk(params, x, x2=None, *, net: MeanFieldNet | None = None, activation: str | None = None,
+                   beta: float | None = None):
     r"""The empirical NTK ``J(x) J(x2)^T`` of :func:`mean_field_net`, in factorised form (module
     docstring): ``(G G2^T + (D diag(v^2) D2^T) * (x x2^T)) / M^2``, shape ``(N, N2)``.
     Equal to ``itlin_core.empirical_ntk(net.apply, params, x, x2)`` (tested) at ``O(N N2 M)``
     cost; no Jacobian is formed. With ``C`` outputs (``v`` of shape ``(M, C)``) it is the
     ``(N C, N2 C)`` kernel of the module docstring, rows ordered example-major (row ``n C + c``),
     which is the flattening :func:`itlin_core.gn_step` uses, at ``O(N N2 C^2 M)`` cost.
+
+    The activation is the network's: pass ``net`` (the :class:`MeanFieldNet` of ``params``,
+    which are then checked against its shapes) or ``activation`` (and ``beta``, default 1).
+    Refused: neither (TypeError; there is no default activation), an ``activation`` or ``beta``
+    other than ``net``'s, parameters of another shape, inputs whose last axis is not ``d``, and
+    concrete inputs with NaN or infinity (ValueError).
 
     Examples:
       The factorised kernel equals the generic empirical NTK of the network:
@@ -131,13 +180,18 @@ def mean_field_ntk(params, x, x2=None, *, activation: str = "relu", beta: float 
       >>> k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
       >>> p = {"u": jax.random.normal(k1, (20, 3)), "v": jax.random.normal(k2, (20,))}
       >>> x = jax.random.normal(k3, (4, 3))
-      >>> ntk = ic.mean_field_ntk(p, x, activation="silu")
+      >>> ntk = ic.mean_field_ntk(p, x, net=net)
       >>> ntk.shape, bool(jnp.allclose(ntk, ic.empirical_ntk(net.apply, p, x), rtol=1e-5, atol=1e-6))
       ((4, 4), True)
     """
+    activation, beta = _ntk_settings(params, net, activation, beta)
     gamma, dgamma = activation_pair(activation, beta)
-    x2 = x if x2 is None else x2
     u, v = params["u"], params["v"]
+    for name, a in (("x", x), ("x2", x2)):
+        if a is not None:
+            _check_inputs(name, a, u.shape[1])
+            check_finite(name, a)
+    x2 = x if x2 is None else x2
     m = v.shape[0]
     pre1, pre2 = x @ u.T, x2 @ u.T
     feat = gamma(pre1) @ gamma(pre2).T
@@ -193,7 +247,8 @@ def make_gn_step(net: MeanFieldNet, x, y, *, alpha: float = 1.0, floor: float = 
     when they fit in a gigabyte (about 220 MB at Arbel et al.'s size, N = 500, M = 5000).
 
     Raises:
-      ValueError: ``fast=True`` with a network that is not a :class:`MeanFieldNet`.
+      ValueError: ``fast=True`` with a network that is not a :class:`MeanFieldNet`; concrete ``x`` or
+        ``y`` with NaN or infinity.
 
     Examples:
       Two damped GN steps with step size ``lr = 1`` on a small problem, each lowering the loss (the
@@ -218,9 +273,11 @@ def make_gn_step(net: MeanFieldNet, x, y, *, alpha: float = 1.0, floor: float = 
     if fast and not isinstance(net, MeanFieldNet):
         raise ValueError("fast=True uses the factorised kernel of the mean-field network, with its activation: pass "
                          "the network ic.mean_field_net returns, or fast=False for another model.")
+    check_finite("x", x)
+    check_finite("y", y)
     n = x.shape[0]
     damping = damping_min_eigenvalue(alpha, floor)
-    ntk_fn = (lambda p, xx: mean_field_ntk(p, xx, activation=net.activation, beta=net.beta)) if fast else None
+    ntk_fn = (lambda p, xx: mean_field_ntk(p, xx, net=net)) if fast else None
 
     def step(params, lr):
         check_number("lr (the step size)", lr, minimum=0.0, strict=True)

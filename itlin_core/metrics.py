@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._linalg import solve
-from ._validate import check_examples, check_number, check_whole, is_traced
+from ._validate import check_examples, check_finite, check_number, check_whole, is_traced
 
 
 def _nonzero_rows(name: str, a, what: str) -> None:
@@ -22,6 +22,13 @@ def _nonzero_rows(name: str, a, what: str) -> None:
                              f"{np.flatnonzero(~(np.isfinite(norms) & (norms > 0))).tolist()} of norm 0 or NaN/inf.")
 
 
+def _finite_nonzero(name: str, a, why: str) -> None:
+    """ValueError when the concrete array ``a`` holds NaN or infinity, or only zeros (norm 0: ``why``)."""
+    check_finite(name, a)
+    if not is_traced(a) and a.size and not bool(jnp.any(a != 0)):
+        raise ValueError(f"{name} is all zeros (norm 0): {why}; it must have a nonzero entry.")
+
+
 def kernel_distance(k1, k2):
     r"""Kernel distance of Fort et al. (2020): one minus the cosine similarity of two kernel
     matrices under the Frobenius inner product,
@@ -30,7 +37,8 @@ def kernel_distance(k1, k2):
 
     It is 0 when one kernel is a positive multiple of the other (the features span the same
     geometry, only rescaled) and grows as the kernel changes shape; for PSD kernels it lies in
-    [0, 1]. A fixed (lazy) kernel keeps it at 0 during training.
+    [0, 1]. A fixed (lazy) kernel keeps it at 0 during training. Concrete kernels that are all
+    zeros or hold NaN or infinity are refused (ValueError).
 
     Examples:
       A kernel is at distance 0 from any positive multiple of itself; the identity and
@@ -47,6 +55,8 @@ def kernel_distance(k1, k2):
     k1, k2 = jnp.asarray(k1), jnp.asarray(k2)
     if k1.shape != k2.shape:
         raise ValueError(f"kernels must have the same shape, got {k1.shape} and {k2.shape}.")
+    for name, k in (("k1", k1), ("k2", k2)):
+        _finite_nonzero(name, k, "a kernel of norm 0 has no direction, so its cosine with another is undefined")
     num = jnp.vdot(k1, k2)
     return 1.0 - num / (jnp.linalg.norm(k1) * jnp.linalg.norm(k2))
 
@@ -87,7 +97,9 @@ def weighted_cosine_distance(u, u_star):
     Each student unit is matched to the teacher unit it is best aligned with, and its cosine
     distance is weighted by its share of the squared norm, so near-zero units (which barely
     affect the output of a ReLU network) barely count. 0 when every unit of non-zero norm
-    points exactly along a teacher unit; at most 4. Units of exactly zero norm get weight 0.
+    points exactly along a teacher unit; at most 4. Units of exactly zero norm get weight 0;
+    refused (ValueError, when concrete): NaN or infinity in ``u`` or ``u_star``, a ``u`` that is
+    all zeros, a teacher unit of norm 0.
 
     Examples:
       A student unit along the teacher unit costs nothing; a unit orthogonal to it costs
@@ -103,6 +115,7 @@ def weighted_cosine_distance(u, u_star):
     if u.ndim != 2 or u_star.ndim != 2 or u.shape[1] != u_star.shape[1]:
         raise ValueError(f"u must be (M, d) and u_star (M*, d) with the same d, got {u.shape} and {u_star.shape}.")
     _nonzero_rows("u_star", u_star, "teacher units")
+    _finite_nonzero("u", u, "no student unit has a direction or a weight, so the distance is undefined")
     sq = jnp.sum(u ** 2, axis=1)
     norm = jnp.sqrt(sq)
     safe = jnp.where(norm > 0, norm, 1.0)
@@ -122,6 +135,8 @@ def min_norm_readout(features, y, rcond=None):
     keeps it accurate when the features are tiny (Arbel et al.'s ``tau0 = 1e-3``): the cut-off is
     relative to the largest eigenvalue, so a global rescaling of ``Phi`` only rescales ``v``. Use
     float64 there: with hidden features of order 1e-3, float32 loses the digits of the re-fit.
+    Refused (ValueError, when concrete): features that are all zeros, NaN or infinity in
+    ``features`` or ``y``.
 
     Examples:
       One example with features ``(1, 1)`` and target 2: of all ``v`` with ``v_1 + v_2 = 2``
@@ -136,6 +151,8 @@ def min_norm_readout(features, y, rcond=None):
     features, y = jnp.asarray(features), jnp.asarray(y)
     if features.ndim != 2 or y.ndim < 1 or y.shape[0] != features.shape[0]:
         raise ValueError(f"features must be (N, M) and y (N, ...), got {features.shape} and {y.shape}.")
+    _finite_nonzero("features", features, "every direction is null, so the read-out would be 0 whatever y")
+    check_finite("y", y)
     return features.T @ solve(features @ features.T, y, 0.0, rcond)
 
 
@@ -146,6 +163,7 @@ def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
     loss; with targets ``(N, C)`` summed over the ``C`` outputs and averaged over examples, as
     :func:`itlin_core.mean_field_loss`). ``y_test`` must have the predictions' shape, ``(M,)`` plus
     ``y_train``'s trailing shape: ``(M,)`` and ``(M, 1)`` are not interchangeable here (ValueError).
+    Refused as :func:`min_norm_readout`, and NaN or infinity in ``features_test`` or ``y_test``.
 
     Examples:
       The re-fit on one training example (features ``(1, 1)``, target 2) is ``v = (1, 1)``
@@ -161,6 +179,8 @@ def refit_test_loss(features_train, y_train, features_test, y_test, rcond=None):
     v = min_norm_readout(features_train, y_train, rcond)
     features_test, y_test = jnp.asarray(features_test), jnp.asarray(y_test)
     check_examples("features_test", features_test)
+    check_finite("features_test", features_test)
+    check_finite("y_test", y_test)
     if features_test.ndim != 2 or features_test.shape[1] != v.shape[0]:
         raise ValueError(f"features_test must be (M, {v.shape[0]}) (the training features' width), got shape "
                          f"{features_test.shape}.")
@@ -195,7 +215,8 @@ def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float
     Returns ``{"train_accuracy", "test_accuracy"}``.
 
     Raises:
-      ValueError: shapes that do not match, a negative or non-finite ``ridge``, labels outside
+      ValueError: shapes that do not match, features with NaN or infinity (when concrete), a
+        negative or non-finite ``ridge``, labels outside
         ``[0, num_classes)`` (``num_classes`` defaults to the largest label + 1), or
         ``num_classes`` missing under ``jit`` (labels are then not known in Python; there an
         out-of-range label makes both accuracies NaN).
@@ -223,6 +244,8 @@ def linear_probe(features_train, y_train, features_test, y_test, *, ridge: float
     check_number("ridge", ridge, minimum=0.0)
     check_examples("features_train", ftr)
     check_examples("features_test", fte)
+    check_finite("features_train", ftr)
+    check_finite("features_test", fte)
     y_train, y_test = jnp.asarray(y_train), jnp.asarray(y_test)
     for name, lab in (("y_train", y_train), ("y_test", y_test)):
         if not jnp.issubdtype(lab.dtype, jnp.integer):

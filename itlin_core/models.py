@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._conv import _conv, _conv_lax, _conv_padded, _conv_padded_lax  # noqa: F401 (the references, for tests)
-from ._validate import check_number, check_sizes, positive_ints, with_param_check
+from ._validate import check_number, check_sizes, numeric_leaves, positive_ints, with_param_check
 from .activations import activation as _activation
 
 
@@ -301,13 +301,13 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
 
 
 def count_params(params) -> int:
-    """Number of scalar parameters in a pytree.
+    """Number of scalar parameters in a pytree (TypeError naming a leaf that is not numeric).
 
     Examples:
       >>> import jax.numpy as jnp, itlin_core as ic; ic.count_params({"w": jnp.ones((3, 2)), "b": jnp.ones(2)})
       8
     """
-    return sum(int(np.size(a)) for a in jax.tree.leaves(params))
+    return sum(int(np.size(a)) for a in numeric_leaves("params", params))
 
 
 def centred(apply_fn: Callable, params0, scale: float = 1.0) -> Callable:

@@ -26,7 +26,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 
 from . import _ntk_memory as _mem
-from ._validate import check_examples, check_whole
+from ._validate import check_examples, check_finite, check_whole
 
 PyTree = Any
 
@@ -192,7 +192,8 @@ def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, outputs: s
 
     Raises:
       ValueError: an unknown method or output mode, a per-example method on a model that couples
-        examples, or a kernel that would not fit in ``memory_limit``.
+        examples, a kernel that would not fit in ``memory_limit``, or (outside ``jit``) inputs
+        ``x1``/``x2`` with NaN or infinity.
 
     Examples:
       The kernel of a model that is linear in its parameters is the Gram matrix of its features:
@@ -224,8 +225,10 @@ def empirical_ntk(apply_fn: Callable, params: PyTree, x1, x2=None, *, outputs: s
         batch_size = check_whole("batch_size", batch_size, 1)
     same = x2 is None
     check_examples("x1", x1)
+    check_finite("x1", x1)
     if not same:
         check_examples("x2", x2)
+        check_finite("x2", x2)
         s1 = [a.shape[1:] for a in jax.tree.leaves(x1)]
         s2 = [a.shape[1:] for a in jax.tree.leaves(x2)]
         if s1 != s2:
@@ -382,6 +385,7 @@ def max_ntk_eigenvalue(apply_fn: Callable, params: PyTree, x, **kwargs) -> float
       >>> print(round(ic.max_ntk_eigenvalue(lambda w, x: x @ w, jnp.zeros(2), x), 4))
       9.0
     """
+    check_finite("x", x)
     return float(jnp.linalg.eigvalsh(empirical_ntk(apply_fn, params, x, **kwargs))[-1])
 
 

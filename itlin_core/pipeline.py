@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import check_whole, is_traced
+from ._validate import check_finite, check_whole, is_traced
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -356,9 +356,10 @@ def normalise(images, mean, std, dtype=jnp.float32):
 
     Raises:
       ValueError: ``mean`` or ``std`` neither one number nor one per channel, a non-finite
-        ``mean``, or a ``std`` that is not finite and positive (checked when they are concrete).
+        ``mean``, a ``std`` that is not finite and positive, or images with NaN or infinity
+        (checked when they are concrete).
     """
-    x = jnp.asarray(images)
+    x = check_finite("images", jnp.asarray(images))
     _check_stats(x.shape[-1] if x.ndim else 1, mean, std, dtype)
     scaled = x.astype(dtype) / 255.0 if x.dtype == jnp.uint8 else x.astype(dtype)
     return (scaled - jnp.asarray(mean, dtype)) / jnp.asarray(std, dtype)

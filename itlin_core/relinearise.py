@@ -19,7 +19,10 @@ the next step uses fresh features. Three rules:
   network's change since the last refresh that the linear model gets wrong, as a fraction of
   that change: 0 while the network is still linear in its parameters (the lazy regime), near 1
   when the proxy explains nothing of the change. It is 0 right after a refresh, where
-  ``theta_t = theta_s``.
+  ``theta_t = theta_s``. The network and its proxy are computed by different programs, which may
+  round differently: right after a refresh the gap and the change are then the same rounding
+  error, and their ratio would read 1. So a gap below ``2**-16`` of ``||f(theta_t, X)||`` (about
+  500 float32 roundings) counts as none: ``d_t = 0``.
 
 Convention: a rule is a :class:`RelinRule` of arrays ``(period, ratio, tol)``, and the next step
 relinearises when the current period (``period * ratio**j`` for the ``j``-th) has elapsed *or*
@@ -328,10 +331,21 @@ def relin_steps(rule: RelinRule, steps: int) -> list:
     return out
 
 
-def drift_ratio(squared_gap, squared_change) -> jax.Array:
-    """``d_t`` from ``||f - f_lin||^2`` and ``||f - f_s||^2``: 0 when nothing moved, inf when only the
-    proxy is wrong (a change of zero with a nonzero gap)."""
-    return jnp.where(squared_gap == 0, 0.0, jnp.sqrt(squared_gap) / jnp.sqrt(squared_change))
+#: Gaps below this fraction of the outputs' norm are rounding, not drift (module docstring).
+ROUNDING_FLOOR = 2.0 ** -16
+
+
+def drift_ratio(squared_gap, squared_change, squared_size) -> jax.Array:
+    """``d_t`` from ``||f - f_lin||^2``, ``||f - f_s||^2`` and ``||f||^2``: 0 when the gap is below
+    the rounding floor (``ROUNDING_FLOOR * ||f||``), inf when only the proxy is wrong (a change of
+    zero with a gap above the floor).
+
+    >>> from itlin_core.relinearise import drift_ratio
+    >>> [float(drift_ratio(g, c, 1.0)) for g, c in ((0.0, 0.0), (1e-14, 1e-14), (0.01, 0.04))]
+    [0.0, 0.0, 0.5]
+    """
+    floor = jnp.asarray(ROUNDING_FLOOR, jnp.result_type(squared_size)) ** 2 * squared_size
+    return jnp.where(squared_gap <= floor, 0.0, jnp.sqrt(squared_gap) / jnp.sqrt(squared_change))
 
 
 __all__ = ["RelinRule", "every", "geometric", "on_drift", "as_rule", "stack_rules", "uses_drift",

@@ -25,7 +25,6 @@ Conventions:
 from __future__ import annotations
 
 import functools
-import json
 import math
 import time
 import warnings
@@ -36,9 +35,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._fingerprint import MEANINGS, data_digest, step_digest
 from ._progress import progress_bar
 from ._validate import K_NEVER, check_step_room, check_whole
-from .checkpoint import key_data, load_checkpoint, save_checkpoint
+from .checkpoint import _json_meta, key_data, load_checkpoint, save_checkpoint
 from .pipeline import Batches, _whole
 from .sharding import (describe_mesh, is_writer, pad_runs, padded_runs, replicate_on, resolve_mesh, shard_runs,
                        to_host, unpad_runs)
@@ -155,32 +155,14 @@ def _warn_new_divergences(step, desc, before, now) -> None:
     flat_before = np.full_like(flat_now, -1) if before is None else np.asarray(before).reshape(-1)
     for i in np.flatnonzero((flat_now >= 0) & (flat_before < 0)):
         name = labels[i] if labels is not None and len(labels) == flat_now.size else f"run {i}"
-        warnings.warn(f"{desc}: {name} (run {i} of {flat_now.size}) became non-finite at step {flat_now[i]}; "
-                      "the other runs go on, and its values are NaN from there "
-                      "(history['nonfinite_at'] has the step of every run, -1 for none).",
-                      RuntimeWarning, stacklevel=3)
-
-
-def _json_meta(meta) -> dict:
-    """``meta`` as plain JSON values (NumPy scalars become Python numbers), or a ValueError."""
-    if meta is not None and not isinstance(meta, Mapping):
-        raise ValueError(f"meta must be a dict of JSON-able settings, got {type(meta).__name__}.")
-
-    def plain(o):
-        if isinstance(o, np.generic):
-            return o.item()
-        raise TypeError(f"a value of type {type(o).__name__}")
-    try:
-        return json.loads(json.dumps(dict(meta or {}), allow_nan=False, default=plain))
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"meta must hold JSON-able settings (strings, finite numbers, booleans, None, lists and "
-                         f"dicts with string keys) so that a resumed run can compare them; got {meta!r} ({e}).") from None
+        warnings.warn(f"{desc}: {name} (run {i} of {flat_now.size}) became non-finite at step {flat_now[i]}; the "
+                      "other runs go on, and its values are NaN from there (history['nonfinite_at'] has the step of "
+                      "every run, -1 for none).", RuntimeWarning, stacklevel=3)
 
 
 def _nonfinite_runs(state, runs_shape) -> np.ndarray:
-    """Whether any floating-point leaf of ``state.params`` (of ``state`` when it has no ``params``;
-    an optimiser may hold a legitimate infinity) is non-finite, per run: an array of
-    ``runs_shape`` (``()`` for one run; ``(R,)`` for a vmapped sweep, whose leaves lead with R)."""
+    """Per run (``runs_shape``: ``()`` or ``(R,)``), whether a float leaf of ``state.params`` (of
+    ``state`` without ``params``; an optimiser may hold a legitimate infinity) is non-finite."""
     bad = jnp.zeros(runs_shape, bool)
     for leaf in jax.tree.leaves(getattr(state, "params", state)):
         if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.inexact) and leaf.size:
@@ -208,12 +190,10 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
       eval_fn: ``eval_fn(state) -> dict`` of arrays, evaluated at step 0, every ``eval_every``
         steps and at the end. Its keys may not be those of :data:`RESERVED_KEYS`.
       eval_every: chunk length (default: ``num_steps``, i.e. one chunk).
-      loss_every: record the loss as its mean over blocks of ``loss_every`` steps (blocks
-        start at multiples of ``loss_every`` counted from step 0; a run's last block may be
-        shorter) instead of every step. Long runs need this: 6e7 steps of two runs' float32
-        losses are 480 MB, kept in memory and written into every checkpoint. ``eval_every``
-        (when given) must be a multiple of it. Divergence is still located to the exact step,
-        from the per-step losses of each chunk, before they are averaged.
+      loss_every: record the loss as its mean over blocks of ``loss_every`` steps (from step 0;
+        the last may be shorter), not every step: 6e7 steps of two runs' losses are 480 MB in
+        every checkpoint. ``eval_every`` must be a multiple of it. Divergence is still located
+        to the exact step, from each chunk's per-step losses.
       on_nonfinite: ``"raise"`` raises :class:`TrainingDiverged` naming the step; ``"stop"``
         ends training and returns what was recorded before the bad chunk, with
         ``history["diverged_at"]`` set; ``"ignore"`` records NaNs (the caller masks them).
@@ -234,8 +214,9 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
         ``eval_every``). Only with ``checkpoint_path``, as are ``key``, ``meta`` and ``stop_at``.
       key: the PRNG key the run's data order (and any other randomness) derives from; it is
         saved, and resuming with a different key raises ValueError.
-      meta: JSON-able settings that must match on resume (e.g. the preset and K values);
-        ``num_steps``, ``eval_every``, ``checkpoint_every`` and ``loss_every`` always are.
+      meta: JSON-able settings that must match on resume (e.g. the preset); ``num_steps``, ``eval_every``,
+        ``checkpoint_every``, ``loss_every``, the JAX version and digests of the step's program
+        and of the data always must (:mod:`itlin_core._fingerprint`).
       stop_at: stop (after checkpointing) once this many steps are done, e.g. to fit a session;
         the next call continues from there. A multiple of ``eval_every``.
       mesh: the devices a sweep step's runs are split over (see the module's conventions):
@@ -306,14 +287,16 @@ def train(step: Callable, state, batches, num_steps: int, *, eval_fn: Callable |
     if checkpoint_path is not None:
         path = Path(checkpoint_path)
         kd = key_data(key)
-        run_meta = {"num_steps": num_steps, "eval_every": eval_every,
-                    "checkpoint_every": checkpoint_every, "loss_every": block,
-                    "user": _json_meta(meta)}
-        if path.exists():
-            ck = load_checkpoint(path, state)
+        ck = load_checkpoint(path, state) if path.exists() else None    # its structure checked first
+        run_meta = {"num_steps": num_steps, "eval_every": eval_every, "checkpoint_every": checkpoint_every,
+                    "loss_every": block, "user": _json_meta(meta), "jax": jax.__version__,
+                    "step": step_digest(step, state, source.fn, source.data), "data": data_digest(source.data)}
+        if ck is not None:
             if ck.meta != run_meta:
-                raise ValueError(f"{path} was written by a run with other settings ({ck.meta}) than this one "
-                                 f"({run_meta}); delete it or choose another checkpoint_path.")
+                diff = [f"{k} ({MEANINGS.get(k, f'{ck.meta.get(k)!r} there, {run_meta.get(k)!r} now')})"
+                        for k in run_meta if ck.meta.get(k) != run_meta[k]]
+                raise ValueError(f"{path} was written by a run with other settings: {'; '.join(diff)}. Resuming "
+                                 "it would not continue that run: delete it or choose another checkpoint_path.")
             if (ck.key is None) != (kd is None) or (kd is not None and not np.array_equal(ck.key, kd)):
                 raise ValueError(f"{path} was written by a run with another PRNG key (seed); resuming it would "
                                  "not reproduce that run. Use the same seed, or delete the checkpoint.")

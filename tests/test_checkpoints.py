@@ -257,3 +257,86 @@ def test_meta_takes_numpy_numbers_and_refuses_what_json_cannot_hold(tmp_path):
         with pytest.raises(ValueError, match="meta must"):
             ic.train(step, state, batches, 8, meta=bad, **dict(args, checkpoint_path=tmp_path / "n.npz"))
     assert not (tmp_path / "n.npz").exists()
+
+
+# ------------------------------------------------------------------------------ bad input to the file format
+
+@pytest.mark.parametrize("value, says", [
+    ({"a": 1}, "history\\['x'\\] is a dict"), ({1, 2}, "history\\['x'\\] is a set"),
+    ("abc", "history\\['x'\\] is a str"), (["a", "b"], "history\\['x'\\] holds <U1"),
+    ([1, "a"], "history\\['x'\\] holds <U"), ([[1], [1, 2]], "history\\['x'\\] cannot be stored as one array"),
+    ([print], "history\\['x'\\] holds object"),
+], ids=["dict", "set", "str", "strings", "mixed", "ragged", "object"])
+def test_save_checkpoint_refuses_history_values_before_writing(tmp_path, value, says):
+    """Values that would not come back as written (or not at all) are refused, naming the key, and the
+    previous checkpoint stays as it was, with no temporary file left beside it."""
+    path = tmp_path / "run.npz"
+    ic.save_checkpoint(path, {"w": jnp.arange(3.0)}, step=5, history={"loss": jnp.ones(5)})
+    good = path.read_bytes()
+    with pytest.raises(ValueError, match=says) as e:
+        ic.save_checkpoint(path, {"w": jnp.arange(3.0)}, step=6, history={"loss": jnp.ones(6), "x": value})
+    assert "numeric arrays" in str(e.value) and "Nothing was written" in str(e.value)
+    assert path.read_bytes() == good and [p.name for p in tmp_path.iterdir()] == ["run.npz"]
+
+
+def test_save_checkpoint_keeps_numbers_booleans_none_and_numeric_lists(tmp_path):
+    hist = {"a": None, "b": True, "c": np.int64(3), "d": np.float32(0.5), "e": [1, 2.5], "f": [[True, False]],
+            "g": np.complex64(1 + 2j)}
+    ic.save_checkpoint(tmp_path / "ok.npz", jnp.zeros(2), step=0, history=hist)
+    got = ic.load_checkpoint(tmp_path / "ok.npz", jnp.zeros(2)).history
+    assert (got["a"], got["b"], got["c"], got["d"]) == (None, True, 3, 0.5)
+    assert got["e"].tolist() == [1.0, 2.5] and got["f"].tolist() == [[True, False]] and got["g"] == 1 + 2j
+
+
+@pytest.mark.parametrize("meta, says", [({"lr": float("nan")}, "finite numbers"), ({"s": {1}}, "type set"),
+                                        ([1], "meta must be a dict")], ids=["nan", "set", "list"])
+def test_save_checkpoint_checks_meta_like_train(tmp_path, meta, says):
+    path = tmp_path / "run.npz"
+    ic.save_checkpoint(path, jnp.zeros(2), step=1, history={})
+    good = path.read_bytes()
+    with pytest.raises(ValueError, match=says):
+        ic.save_checkpoint(path, jnp.zeros(2), step=2, history={}, meta=meta)
+    assert path.read_bytes() == good
+    ic.save_checkpoint(path, jnp.zeros(2), step=2, history={}, meta={"lr": np.float32(0.5), "K": np.int64(3)})
+    assert ic.load_checkpoint(path, jnp.zeros(2)).meta == {"lr": 0.5, "K": 3}
+
+
+def test_save_checkpoint_refuses_a_state_of_strings(tmp_path):
+    with pytest.raises(ValueError, match=r"state\['w'\] is str .*numeric arrays only"):
+        ic.save_checkpoint(tmp_path / "s.npz", {"w": "abc"}, step=0, history={})
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_checkpoint_that_does_not_read_back_keeps_the_previous_one(tmp_path, monkeypatch):
+    """The read-back check of the new file (before it replaces the old one) says so, without naming the
+    temporary file or telling the user to delete anything."""
+    path = tmp_path / "run.npz"
+    ic.save_checkpoint(path, jnp.zeros(2), step=1, history={})
+    good = path.read_bytes()
+    real = ic.checkpoint._contents
+
+    def damaged(p):
+        raise ValueError(f"Bad CRC-32 for file in {p}") if p != path else real(p)
+    monkeypatch.setattr(ic.checkpoint, "_contents", damaged)
+    with pytest.raises(ValueError, match="new checkpoint .*could not be written and read back") as e:
+        ic.save_checkpoint(path, jnp.ones(2), step=2, history={})
+    assert "previous file" in str(e.value) and "delete" not in str(e.value) and ".tmp" not in str(e.value)
+    assert path.read_bytes() == good and [p.name for p in tmp_path.iterdir()] == ["run.npz"]
+
+
+@pytest.mark.parametrize("where", ["missing", "folder"])
+def test_a_missing_checkpoint_or_a_folder_has_its_own_message(tmp_path, where):
+    path = tmp_path / "nope.npz" if where == "missing" else tmp_path
+    says = "there is no checkpoint file at" if where == "missing" else "is a folder"
+    with pytest.raises(ValueError, match=says) as e:
+        ic.load_checkpoint(path, jnp.zeros(2))
+    assert "delete" not in str(e.value) and "damaged" not in str(e.value)
+    if where == "folder":
+        with pytest.raises(ValueError, match="is a folder"):
+            ic.save_checkpoint(path, jnp.zeros(2), step=0, history={})
+        with pytest.raises(ValueError, match="is a folder") as e:
+            run_ckpt(path)
+        assert "delete" not in str(e.value)
+        (tmp_path / "file").write_text("x")
+        with pytest.raises(ValueError, match="which is a file, not a folder"):
+            ic.save_checkpoint(tmp_path / "file" / "run.npz", jnp.zeros(2), step=0, history={})

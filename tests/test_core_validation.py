@@ -548,3 +548,111 @@ def test_a_step_counter_is_not_trained_past_its_int32_range():
         ic.train(sweep, states, (X, Y), 4, progress="off")
     with pytest.raises(ValueError, match="num_steps must be a non-negative integer of at most 2,147,483,647"):
         ic.train(lambda s, b: (s, {"loss": 0.0}), 0.0, None, 2 ** 31, progress="off")
+
+
+# ------------------------------------------------------------------------------ NaN and infinity in data
+
+NAN2, INF2 = jnp.array([math.nan, 1.0]), jnp.array([[1.0, 0.0], [math.inf, 2.0]])
+FEATS, YS = jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), jnp.array([1.0, 2.0, 3.0])
+LABELS = jnp.array([0, 0, 1])
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: ic.squared_error(jnp.zeros(2), NAN2), r"^targets holds 1 NaN or infinite value\(s\) \(the first at "
+                                                    r"index \(0,\)\); it must hold finite numbers"),
+    (lambda: ic.rmse(jnp.zeros((2, 2)), INF2), r"^targets holds 1 NaN or infinite value\(s\) \(the first at index "
+                                                r"\(1, 0\)\)"),
+    (lambda: ic.refit_test_loss(FEATS.at[0, 0].set(math.nan), YS, jnp.eye(2), YS[:2]), "^features holds 1 NaN"),
+    (lambda: ic.refit_test_loss(FEATS, YS.at[1].set(math.inf), jnp.eye(2), YS[:2]), "^y holds 1 NaN"),
+    (lambda: ic.refit_test_loss(FEATS, YS, INF2, YS[:2]), "^features_test holds 1 NaN"),
+    (lambda: ic.refit_test_loss(FEATS, YS, jnp.eye(2), NAN2), "^y_test holds 1 NaN"),
+    (lambda: ic.min_norm_readout(FEATS, YS.at[0].set(math.nan)), "^y holds 1 NaN"),
+    (lambda: ic.linear_probe(FEATS.at[2, 1].set(math.nan), LABELS, FEATS, LABELS), "^features_train holds 1 NaN"),
+    (lambda: ic.linear_probe(FEATS, LABELS, FEATS.at[2, 1].set(-math.inf), LABELS), "^features_test holds 1 NaN"),
+    (lambda: ic.kernel_solve(jnp.eye(2), NAN2), "^rhs holds 1 NaN"),
+    (lambda: ic.gradient_flow(jnp.eye(2), jnp.zeros(2), NAN2, 1.0), "^y_train holds 1 NaN"),
+    (lambda: ic.gradient_flow(jnp.eye(2), NAN2, jnp.zeros(2), 1.0), "^f0_train holds 1 NaN"),
+    (lambda: ic.gradient_flow(jnp.eye(2), jnp.zeros(2), jnp.ones(2), 1.0, jnp.ones((1, 2)), jnp.array([math.nan])),
+     "^f0_test holds 1 NaN"),
+    (lambda: ic.gn_step(MODEL.apply, PARAMS, X.at[1, 1].set(math.nan), Y), r"^x holds 1 NaN .*index \(1, 1\)"),
+    (lambda: ic.gn_step(MODEL.apply, PARAMS, X, Y.at[0, 0].set(math.inf)), "^y holds 1 NaN"),
+    (lambda: ic.empirical_ntk(MODEL.apply, PARAMS, X.at[0, 0].set(math.nan)), "^x1 holds 1 NaN"),
+    (lambda: ic.empirical_ntk(MODEL.apply, PARAMS, X, X.at[0, 0].set(math.nan)), "^x2 holds 1 NaN"),
+    (lambda: ic.max_ntk_eigenvalue(MODEL.apply, PARAMS, X.at[0, 0].set(math.nan)), "^x holds 1 NaN"),
+    (lambda: ic.normalise(np.full((1, 2, 2, 3), math.nan, np.float32), 0.0, 1.0), "^images holds 12 NaN"),
+], ids=["squared_error targets", "rmse targets", "refit features",
+        "refit y", "refit features_test", "refit y_test", "min_norm_readout y", "probe train", "probe test",
+        "kernel_solve rhs", "flow y", "flow f0", "flow f0_test", "gn_step x", "gn_step y", "ntk x1", "ntk x2",
+        "max_ntk_eigenvalue", "normalise"])
+def test_nan_and_infinity_in_concrete_data_are_refused(call, words):
+    with pytest.raises(ValueError, match=words):
+        call()
+
+
+def test_a_diverged_models_outputs_have_a_nan_loss():
+    """NaN outputs are a model's state, not bad input: their loss is NaN, eagerly as under jit."""
+    assert math.isnan(float(ic.squared_error(NAN2, jnp.zeros(2))))
+    assert math.isnan(float(ic.rmse(INF2 * jnp.nan, jnp.zeros((2, 2)))))
+    assert math.isnan(float(ic.softmax_cross_entropy(INF2 * jnp.nan, jnp.array([0, 1]))))
+
+
+def test_the_finite_check_costs_nothing_under_jit():
+    """Traced values are not checked (the loss of NaN outputs is NaN there, as training's divergence
+    detection expects); finite data pass; integer arrays are finite by type."""
+    assert math.isnan(float(jax.jit(ic.squared_error)(NAN2, jnp.zeros(2))))
+    assert math.isnan(float(jax.jit(ic.softmax_cross_entropy)(INF2 * jnp.nan, jnp.array([0, 1]))))
+    assert float(ic.squared_error(jnp.arange(2), jnp.zeros(2, jnp.int32))) == 0.5
+    from itlin_core._validate import check_finite
+    assert check_finite("x", {"a": np.arange(3), "b": [1.0, 2.0]}) is not None
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: ic.kernel_distance(jnp.zeros((2, 2)), jnp.eye(2)), r"^k1 is all zeros \(norm 0\)"),
+    (lambda: ic.kernel_distance(jnp.eye(2), jnp.zeros((2, 2))), r"^k2 is all zeros \(norm 0\)"),
+    (lambda: ic.kernel_distance(jnp.eye(2).at[0, 0].set(math.nan), jnp.eye(2)), "^k1 holds 1 NaN"),
+    (lambda: ic.kernel_distance(jnp.eye(2), jnp.eye(2) * math.inf), "^k2 holds 4 NaN"),
+    (lambda: ic.weighted_cosine_distance(jnp.zeros((2, 2)), jnp.eye(2)), r"^u is all zeros \(norm 0\)"),
+    (lambda: ic.weighted_cosine_distance(jnp.eye(2).at[1, 1].set(math.nan), jnp.eye(2)), "^u holds 1 NaN"),
+    (lambda: ic.weighted_cosine_distance(jnp.eye(2), jnp.zeros((1, 2))), "u_star must hold finite teacher units"),
+    (lambda: ic.min_norm_readout(jnp.zeros((3, 2)), YS), r"^features is all zeros \(norm 0\).*read-out would be 0"),
+    (lambda: ic.refit_test_loss(jnp.zeros((3, 2)), YS, jnp.eye(2), YS[:2]), r"^features is all zeros"),
+], ids=["kd k1 zero", "kd k2 zero", "kd k1 nan", "kd k2 inf", "wcd u zero", "wcd u nan", "wcd u_star zero",
+        "readout zero", "refit zero"])
+def test_zero_norm_or_non_finite_kernels_and_features_are_refused(call, words):
+    with pytest.raises(ValueError, match=words):
+        call()
+
+
+def test_a_zero_unit_among_others_still_counts_zero_in_wcd():
+    u = jnp.array([[2.0, 0.0], [0.0, 0.0]])
+    assert float(ic.weighted_cosine_distance(u, jnp.array([[1.0, 0.0]]))) == 0.0
+
+
+# ------------------------------------------------------------------------------ trees and callables
+
+@pytest.mark.parametrize("a, b, words", [
+    ({"a": jnp.ones(4)}, {"a": jnp.ones(1)}, r"a\['a'\] has shape \(4,\), but b expects \(1,\)"),
+    ({"a": jnp.ones(2), "c": jnp.ones(2)}, {"a": jnp.ones(2)}, r"a\['c'\] \(shape \(2,\)\) is a leaf that b does not"),
+    ({"a": jnp.ones(2)}, {"a": jnp.ones(2), "c": 1.0}, r"a has no leaf a\['c'\]"),
+    (PARAMS, ic.mlp([2, 5, 1], "tanh").init(jax.random.PRNGKey(0)), r"a\[0\]\['b'\] has shape \(8,\)"),
+], ids=["broadcast", "extra leaf", "missing leaf", "other model"])
+def test_tree_arithmetic_refuses_trees_that_differ(a, b, words):
+    for fn in (ic.tree_sub, ic.tree_vdot):
+        with pytest.raises(ValueError, match="a and b must be pytrees of the same structure and leaf shapes: " + words):
+            fn(a, b)
+    assert float(ic.tree_vdot(a, a)) > 0 and jax.tree.structure(ic.tree_sub(b, b)) == jax.tree.structure(b)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: ic.init_il_state(PARAMS, "sgd"), r"optimizer must be an optax gradient transformation .*got 'sgd'"),
+    (lambda: ic.init_il_state(PARAMS, optax.sgd), r"optimizer must be an optax gradient transformation"),
+    (lambda: ic.make_il_step(MODEL.apply, None, optax.sgd(0.1), 1), r"loss_fn must be a function loss_fn\(outputs"),
+    (lambda: ic.make_il_step("apply", ic.squared_error, optax.sgd(0.1), 1), "apply_fn must be a function"),
+    (lambda: ic.make_il_sweep_step(MODEL.apply, "mse", optax.sgd(0.1), [1, 2]), "loss_fn must be a function"),
+    (lambda: ic.count_params({"a": "x"}), r"params\['a'\] is 'x' \(str\); params must be a pytree of numeric"),
+    (lambda: ic.count_params({"a": jnp.ones(2), "b": [np.array(["u"])]}), r"params\['b'\]\[0\] is array"),
+], ids=["optimizer str", "optimizer factory", "loss_fn None", "apply_fn str", "sweep loss_fn", "count str",
+        "count strings"])
+def test_arguments_of_the_wrong_type_are_named(call, words):
+    with pytest.raises(TypeError, match=words):
+        call()

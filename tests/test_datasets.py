@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import io
 import pickle
+import re
 import struct
 import tarfile
 import urllib.error
@@ -387,6 +388,67 @@ def test_stand_in_data_round_trip(tmp_path):
                       else np.full((32, 32, 3), np.inf) for c in range(10)])
     pred = np.argmin(((d["x_test"][:, None].astype(float) - means[None]) ** 2).sum((2, 3, 4)), axis=1)
     assert (pred == d["y_test"]).mean() > 0.5
+
+
+@pytest.mark.parametrize("name", ["cifar10", "mnist"])
+def test_stand_in_data_never_replace_files_already_there(tmp_path, name):
+    """The real data set in the folder (here: files of other contents) survive a stand-in write,
+    which refuses before writing anything; ``overwrite=True`` replaces them."""
+    folder = datasets.write_stand_in(name, tmp_path, n_train=12, n_test=4, batches=2)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(ValueError, match="already holds .*overwrite=True"):
+        datasets.write_stand_in(name, tmp_path, n_train=30, n_test=9, batches=2, seed=1)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before      # untouched, nothing added
+    datasets.write_stand_in(name, tmp_path, n_train=30, n_test=9, batches=2, seed=1, overwrite=True)
+    assert (ic.data.cifar10 if name == "cifar10" else ic.data.mnist)(tmp_path, verify=False)["y_test"].shape == (9,)
+
+
+def _real_in_another_layout(root, layout):
+    """Files standing for the real data set in a layout the stand-in does not write itself."""
+    files = {"mnist flat gz": [f"{n}.gz" for n in datasets.MNIST_FILES],
+             "mnist flat idx": list(datasets.MNIST_FILES),
+             "mnist/ uncompressed": [f"mnist/{n}" for n in datasets.MNIST_FILES],
+             "cifar archive": [datasets.CIFAR10_ARCHIVE],
+             "cifar flat": [*datasets.CIFAR10_TRAIN, datasets.CIFAR10_TEST],
+             "cifar extra batches": [f"{datasets.CIFAR10_FOLDER}/data_batch_{i}" for i in (3, 4, 5)]}[layout]
+    for f in files:
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        (root / f).write_bytes(b"REAL " + f.encode())
+    return {f: root / f for f in files}
+
+
+@pytest.mark.parametrize("layout", ["mnist flat gz", "mnist flat idx", "mnist/ uncompressed", "cifar archive",
+                                    "cifar flat", "cifar extra batches"])
+def test_stand_in_data_never_hide_the_real_data_in_another_layout(tmp_path, layout):
+    """Real files the loader reads in place of, or together with, the stand-in (or that the stand-in
+    would hide from the loader) are refused and left as they were, unless overwrite=True (which
+    deletes only CIFAR10 batches beyond ``batches``, which the loader would mix in)."""
+    name = "mnist" if layout.startswith("mnist") else "cifar10"
+    real = _real_in_another_layout(tmp_path, layout)
+    with pytest.raises(ValueError, match=f"already holds .*{re.escape(next(iter(real)))}.*overwrite=True"):
+        datasets.write_stand_in(name, tmp_path, n_train=12, n_test=4, batches=2)
+    assert all(p.read_bytes() == b"REAL " + f.encode() for f, p in real.items())
+    assert {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()} == set(real)
+    datasets.write_stand_in(name, tmp_path, n_train=12, n_test=4, batches=2, overwrite=True)
+    assert (ic.data.cifar10 if name == "cifar10" else ic.data.mnist)(tmp_path, verify=False)["y_train"].shape == (12,)
+
+
+@pytest.mark.parametrize("kw, says", [
+    (dict(n_train=0), "n_train must be a positive integer"), (dict(n_train=2.5), "n_train must be a positive"),
+    (dict(n_train="5"), "n_train must be a positive"), (dict(n_test=True), "n_test must be a positive"),
+    (dict(batches=1.5), "batches must be a positive"), (dict(batches=13), "batches must be at most n_train"),
+], ids=["n_train 0", "n_train 2.5", "n_train str", "n_test bool", "batches 1.5", "batches > n_train"])
+def test_stand_in_sizes_are_whole_numbers(tmp_path, kw, says):
+    with pytest.raises(ValueError, match=says):
+        datasets.write_stand_in("cifar10", tmp_path, **{"n_train": 12, "n_test": 4, "batches": 2, **kw})
+    assert not list(tmp_path.iterdir())
+
+
+def test_stand_in_data_dir_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "file").write_bytes(b"x")
+    for where in (tmp_path / "file", tmp_path / "file" / "below"):
+        with pytest.raises(ValueError, match="data_dir must be a folder, but .*file is a file"):
+            datasets.write_stand_in("mnist", where, n_train=12, n_test=4)
 
 
 # ----------------------------------------------------------------------------- augmentation

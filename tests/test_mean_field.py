@@ -308,7 +308,7 @@ def test_one_output_column_is_the_scalar_network():
     pc = {"u": p["u"], "v": p["v"][:, None]}
     x = jax.random.normal(jax.random.PRNGKey(9), (5, 4))
     np.testing.assert_allclose(netc.apply(pc, x)[:, 0], net1.apply(p, x), rtol=1e-12)
-    np.testing.assert_allclose(mf.mean_field_ntk(pc, x), mf.mean_field_ntk(p, x), rtol=1e-12)
+    np.testing.assert_allclose(mf.mean_field_ntk(pc, x, net=netc), mf.mean_field_ntk(p, x, net=net1), rtol=1e-12)
     assert netc.init(jax.random.PRNGKey(0))["v"].shape == (7, 1)
 
 
@@ -383,3 +383,48 @@ def test_the_gn_step_takes_the_activation_from_its_network():
     assert not np.allclose(relu_kernel["u"], generic["u"], rtol=1e-3)
     with pytest.raises(ValueError, match="mean_field_net"):
         mf.make_gn_step(ic.Model(net.init, net.apply), x, y, fast=True)
+
+
+def test_the_ntk_takes_its_activation_from_the_network_or_is_told_it():
+    """No silent ReLU default: the kernel of SiLU parameters is the SiLU kernel when the network is
+    passed, and without net or activation the call is refused."""
+    net, p = _net_and_params("silu", 2.0)
+    x = jax.random.normal(jax.random.PRNGKey(3), (5, 4))
+    np.testing.assert_allclose(mf.mean_field_ntk(p, x, net=net), ic.empirical_ntk(net.apply, p, x),
+                               rtol=1e-10, atol=1e-14)
+    with pytest.raises(TypeError, match="needs the network's activation: pass net="):
+        mf.mean_field_ntk(p, x)
+    with pytest.raises(ValueError, match="differ from the network's"):
+        mf.mean_field_ntk(p, x, net=net, activation="relu")
+    with pytest.raises(TypeError, match="net must be the MeanFieldNet"):
+        mf.mean_field_ntk(p, x, net=ic.Model(net.init, net.apply))
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda net, p, x: net.apply(mf.mean_field_net(4, 8).init(jax.random.PRNGKey(0)), x),
+     r"params\['u'\] has shape \(8, 4\), but this mean-field network expects \(7, 4\)"),
+    (lambda net, p, x: jax.jit(net.apply)({"u": p["u"]}, x), r"params has no leaf params\['v'\]"),
+    (lambda net, p, x: net.apply(p, jnp.ones((2, 5))), r"x must be \(N, d\) inputs with d = 4 .*got shape \(2, 5\)"),
+    (lambda net, p, x: mf.mean_field_ntk({"u": p["u"][:3], "v": p["v"][:3]}, x, net=net),
+     r"mean_field_ntk: params\['u'\] has shape \(3, 4\), but this network expects \(7, 4\)"),
+    (lambda net, p, x: mf.mean_field_ntk(p, jnp.ones((2, 5)), net=net), r"x must be \(N, d\) inputs with d = 4"),
+    (lambda net, p, x: mf.mean_field_ntk(p, x, jnp.ones((2, 3)), activation="relu"), r"x2 must be \(N, d\)"),
+    (lambda net, p, x: mf.mean_field_ntk({"u": p["u"], "v": p["v"][:2]}, x, activation="relu"),
+     r"u of shape \(width, d\) and v of shape \(width,\)"),
+    (lambda net, p, x: mf.mean_field_ntk(p, x.at[0, 0].set(jnp.nan), net=net), "^x holds 1 NaN"),
+], ids=["apply width", "apply missing v (jit)", "apply d", "ntk width", "ntk d", "ntk x2 d", "ntk v", "ntk nan"])
+def test_parameters_and_inputs_are_checked_against_the_network(call, words):
+    net, p = _net_and_params("relu", 1.0)
+    with pytest.raises(ValueError, match=words):
+        call(net, p, jax.random.normal(jax.random.PRNGKey(3), (5, 4)))
+
+
+@pytest.mark.parametrize("where", ["x", "y"])
+def test_make_gn_step_names_non_finite_data(where):
+    """NaN data are refused when the step is made, naming the data, not the damping rule."""
+    net = mf.mean_field_net(3, 6, activation="silu")
+    x, y = jax.random.normal(jax.random.PRNGKey(0), (4, 3)), jnp.ones(4)
+    x, y = (x.at[0, 0].set(jnp.nan), y) if where == "x" else (x, y.at[2].set(jnp.inf))
+    with pytest.raises(ValueError, match=f"^{where} holds 1 NaN") as e:
+        mf.make_gn_step(net, x, y)
+    assert "damping" not in str(e.value)

@@ -4,6 +4,8 @@ Tested on files written in the real on-disk format (no internet here), with tiny
 of the chapter's laptop groups."""
 
 import dataclasses
+import json
+import re
 
 import pytest
 
@@ -118,3 +120,85 @@ def test_computed_on_names_the_platform_of_the_record_shown(monkeypatch, tmp_pat
     record = records.load_results("cifar_damping", image_chapters.RECORDED_PRESETS)
     if record is not None:
         assert image_chapters.computed_on("cifar_damping", "book") == record["device"]["platform"]
+
+
+def _run(folders, *extra, data=None):
+    return record.main(["cifar_few_updates", "--preset", "laptop", "--data", str(data or folders["data"]),
+                        "--results-dir", str(folders["results"]), "--checkpoint-dir", str(folders["ck"]), *extra])
+
+
+def test_files_that_fail_their_checksum_end_in_a_sentence_naming_the_commands_flags(folders, capsys):
+    assert _run(folders) == record.EXIT_CODES["data"]       # the stand-in files are not the originals
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and err.count("\n") == 1
+    assert "--no-verify" in err and "--data-note" in err and "verify=False" not in err
+    assert "data_batch_1" in err or "test_batch" in err      # the file involved
+    assert not folders["results"].exists() and not folders["ck"].exists()
+
+
+def test_a_damaged_record_is_refused_before_anything_trains_and_left_as_it_is(folders, capsys):
+    folders["results"].mkdir()
+    path = folders["results"] / "cifar_few_updates-laptop.json"
+    path.write_text('{"format": 1, "data": {"fig3": ')            # cut off mid-write by an editor
+    assert _run(folders, "--no-verify", "--data-note", "test files", "--names", "fig3_rules") == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "Nothing was trained" in err and "Traceback" not in err
+    assert path.read_text() == '{"format": 1, "data": {"fig3": '     # untouched
+    assert not folders["ck"].exists()                                  # no group started
+
+
+@pytest.mark.parametrize("group, says", [({"config": "x"}, "the config of its group 'fig3' must be a dict"),
+                                         (5, r"data\['fig3'\] must be a dict of curves")], ids=["config", "group"])
+def test_a_record_with_malformed_groups_is_refused_before_anything_trains(folders, capsys, group, says):
+    """A hand-edited group (not a dict, or its config not a dict) is found by the same reading that
+    finds a damaged file: before training, with the file named and left as it is."""
+    folders["results"].mkdir()
+    records.save_results("cifar_few_updates", "laptop", {"fig3": {"config": {}}}, seed=0,
+                         results_dir=folders["results"])
+    path = folders["results"] / "cifar_few_updates-laptop.json"
+    text = path.read_text().replace('"fig3": {\n   "config": {}\n  }', f'"fig3": {json.dumps(group)}')
+    assert text != path.read_text()
+    path.write_text(text)
+    assert _run(folders, "--no-verify", "--data-note", "test files", "--names", "fig3_rules") == 2
+    err = capsys.readouterr().err
+    assert re.search(says, err) and str(path) in err and "Nothing was trained" in err and "Traceback" not in err
+    assert path.read_text() == text and not folders["ck"].exists()
+
+
+@pytest.mark.parametrize("failure, code, words", [
+    (KeyboardInterrupt(), 130, "run the same command again"),
+    (RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17.2GiB."), 4, "--names"),
+    (MemoryError(), 4, "ran out of memory"),
+    (ic.datasets.DatasetUnavailableError("x is missing; pass data_dir= (or set ITLIN_DATA_DIR) to it."), 3,
+     "pass --data"),
+    (ZeroDivisionError("division by zero"), 1, "--debug")])
+def test_every_other_failure_ends_in_one_sentence_with_the_next_step(folders, capsys, monkeypatch, failure, code,
+                                                                      words):
+    def fail(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(record, "record_chapter", fail)
+    assert _run(folders) == code
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+    if code in (1, 4, 130):                                            # the progress kept, and where
+        assert str(folders["ck"]) in err
+    with pytest.raises(type(failure)):                                 # --debug shows the traceback
+        _run(folders, "--debug")
+
+
+@pytest.mark.parametrize("where", [None, 0.3, 0.9])
+def test_a_damaged_gzip_idx_file_gives_a_clear_error(tmp_path, where):
+    """``None``: the first byte of the deflate stream says "reserved block type" (zlib.error inside
+    gzip); otherwise bits flipped further in (the CRC check or a truncated stream)."""
+    ic.datasets.write_stand_in("mnist", tmp_path, 64, 32)
+    path = next(tmp_path.rglob("train-images-idx3-ubyte.gz"))
+    raw = bytearray(path.read_bytes())
+    if where is None:
+        raw[10] = 0xFF                      # gzip's header is 10 bytes; BTYPE = 11 is invalid
+    else:
+        for i in range(int(where * len(raw)), int(where * len(raw)) + 8):
+            raw[i] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="damaged gzip file"):
+        ic.datasets.read_idx(path)

@@ -4,6 +4,7 @@ sweep of mixed rules against single runs, and the argument checks."""
 
 import math
 import re
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import itlin_core as ic
+from itlin_core import relinearise
 
 MODEL = ic.mlp([2, 24, 24, 1], "tanh")
 CE_MODEL = ic.mlp([2, 24, 24, 2], "tanh")
@@ -99,6 +101,35 @@ def test_drift_is_the_relative_gap_of_the_proxy_measured_directly(microbatch):
         seen.append(direct >= 0.02)
         state = new
     assert any(seen) and not all(seen), "the threshold should be crossed at some steps and not at others"
+
+
+def test_rounding_right_after_a_refresh_is_no_drift():
+    """When the network and its proxy round differently (two programs for one function), the gap
+    and the change right after a refresh are the same rounding error: d_t is 0 there, not their
+    ratio 1, so a drift rule does not refresh on rounding; a gap above the floor still counts."""
+    model, loss_fn, y = PROBLEMS["squared_error"]
+    ulp = lambda p, x: model.apply(p, x) * (1 + 2.0 ** -23)   # the network, one rounding away from the proxy
+    calls = {"n": 0}
+
+    def apply(p, x):   # the forward pass outside the linearisation rounds differently
+        calls["n"] += 1
+        return ulp(p, x) if calls["n"] > 1 else model.apply(p, x)
+
+    gap2, change2 = (1e-7 * jnp.ones(()),) * 2
+    assert float(relinearise.drift_ratio(gap2 ** 2, change2 ** 2, 1.0)) == 0.0
+    assert float(relinearise.drift_ratio(1e-4, 4e-4, 1.0)) == 0.5          # a real gap: the ratio
+    assert float(relinearise.drift_ratio(1e-4, 0.0, 1.0)) == math.inf       # the proxy alone is wrong
+    opt = optax.sgd(0.01)
+    step = jax.jit(ic.make_il_step(model.apply, loss_fn, opt, ic.on_drift(0.5)))
+    state = ic.init_il_state(model.init(jax.random.PRNGKey(0)), opt)
+    f = model.apply(state.params, X)
+    vg = sys.modules["itlin_core.linearise"]._value_grad(apply, loss_fn, 0.0, None, "mean", drift=True)
+    _, _, (g2, c2, s2) = vg(state.params, state.params, X, y)   # at the anchor: f_net rounds, f_s does not
+    assert float(g2) == float(c2) > 0                                         # the same rounding error
+    assert float(relinearise.drift_ratio(g2, c2, s2)) == 0.0
+    assert float(jnp.sqrt(s2)) == pytest.approx(float(jnp.linalg.norm(ulp(state.params, X))), rel=1e-6)
+    _, m = step(state, (X, y))
+    assert float(m["drift"]) == 0.0 and f.shape == y.shape
 
 
 def test_drift_every_measures_only_at_multiples_and_triggers_only_there():

@@ -42,7 +42,7 @@ import itlin_core as ic
 from .image_chapters import CHAPTERS, RECORDED_PRESETS, cost_line, run_chapter, run_groups
 from .image_records import config_matches
 from .image_runs import image_data
-from .records import load_results, results_path, save_results
+from .records import default_checkpoint_dir, load_results, results_path, save_results
 
 
 def missing_data(dataset: str, data_dir) -> str | None:
@@ -68,7 +68,15 @@ def missing_data(dataset: str, data_dir) -> str | None:
 def stale_groups(recorded: dict, groups: dict) -> tuple[dict, list]:
     """``(kept, stale)``: the groups of a record (``{name: record}``) that match the chapter's
     settings ``groups`` now, and the names of those that do not (settings changed since, or a
-    group the chapter no longer has)."""
+    group the chapter no longer has). A ValueError names a group whose record or ``config`` is not a
+    dict (a hand-edited record)."""
+    if not isinstance(recorded, dict):
+        raise ValueError(f"its data must be a dict of run groups, got {type(recorded).__name__}")
+    for k, v in recorded.items():
+        if not isinstance(v, dict) or not isinstance(v.get("config", {}), dict):
+            what = "record" if not isinstance(v, dict) else "config"
+            raise ValueError(f"the {what} of its group {k!r} must be a dict, got "
+                             f"{type(v if what == 'record' else v['config']).__name__}")
     kept = {k: v for k, v in recorded.items() if k in groups and config_matches(v.get("config", {}), groups[k])}
     return kept, [k for k in recorded if k not in kept]
 
@@ -99,15 +107,22 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
         problem = missing_data(dataset, data_dir)
         if problem:
             raise ValueError(problem)
+    try:    # read the existing record (and its groups' settings) before training: a damaged one costs no training
+        previous = load_results(chapter, (preset,), results_dir=results_dir)
+    except ValueError as err:
+        raise ValueError(f"{err} Nothing was trained and the file was left as it is.") from None
+    try:
+        kept, stale = stale_groups(previous["data"], groups) if previous is not None else ({}, [])
+    except ValueError as err:
+        raise ValueError(f"{results_path(chapter, preset, results_dir)} is damaged: {err}. Restore it (git checkout) "
+                         "or record the run again. Nothing was trained and the file was left as it is.") from None
     data = {d: image_data(d, preset, data_dir=data_dir, stand_in=False, verify=verify, progress=progress)
             for d in datasets}
     results = run_chapter(chapter, preset, data=data, names=names, checkpoint_dir=checkpoint_dir, progress=progress,
                           mesh=mesh)
     if any(r["stand_in"] for r in results.values()):    # cannot happen with stand_in=False; never record it
         raise RuntimeError("stand-in data reached a record; nothing was written.")
-    previous = load_results(chapter, (preset,), results_dir=results_dir)
     if previous is not None and set(names) != set(groups):
-        kept, stale = stale_groups(previous["data"], groups)
         for name in stale:
             if name not in results:
                 print(f"note: {chapter}/{name} in the existing record was made with other settings than the chapter's "
@@ -136,16 +151,69 @@ def main(argv=None) -> int:
     parser.add_argument("--coordinator", help="multi-host: HOST:PORT of process 0 (implies --distributed)")
     parser.add_argument("--num-processes", type=int, help="multi-host: the number of processes (hosts)")
     parser.add_argument("--process-id", type=int, help="multi-host: this process's index, 0 ... N-1")
+    parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
     args = parser.parse_args(argv)
     try:
-        mesh = _mesh(args)
-        print(f"mesh: {ic.describe_mesh(mesh)}", flush=True)
-        path = record_chapter(args.chapter, args.preset, args.data, names=args.names, verify=not args.no_verify,
-                              data_note=args.data_note, checkpoint_dir=args.checkpoint_dir,
-                              results_dir=args.results_dir, progress="text", mesh=mesh)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return _record(args)
+    except Exception as err:  # noqa: BLE001 - every failure ends in one sentence (--debug: the traceback)
+        if args.debug:
+            raise
+        print(f"error: {failure_sentence(err, args)}", file=sys.stderr)
+        return EXIT_CODES["input" if isinstance(err, ValueError) else _kind(err) or "other"]
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(f"\ninterrupted: {_resume_hint(args)}", file=sys.stderr)
+        return 130
+
+
+#: The command's exit status per kind of failure: a bad argument, file or setting (``ValueError``),
+#: data that are missing or fail their checksum, the device's memory, anything else. 0: recorded;
+#: 130: interrupted (Ctrl-C).
+EXIT_CODES = {"input": 2, "data": 3, "memory": 4, "other": 1}
+
+
+def _kind(err: BaseException):
+    """``"data"``, ``"memory"`` or ``None``: the kind of a failure that is not a ValueError."""
+    if isinstance(err, ic.datasets.DatasetError):
+        return "data"
+    if isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in str(err) or "out of memory" in str(err).lower():
+        return "memory"
+    return None
+
+
+def _resume_hint(args) -> str:
+    where = args.checkpoint_dir or default_checkpoint_dir()
+    return (f"each group keeps its progress up to its last checkpoint in {where}; run the same command again "
+            "to resume from there (groups already recorded are not trained again).")
+
+
+def failure_sentence(err: BaseException, args) -> str:
+    """The one sentence the command prints for ``err``: what went wrong, the file involved where
+    there is one, and what to do next."""
+    kind = _kind(err)
+    text = str(err).strip() or type(err).__name__
+    if isinstance(err, ValueError):
+        return text
+    if kind == "data":    # the library's hints name its own argument; the command's flags are these
+        text = text.replace("load it with verify=False", "record it with --no-verify and say what it is with "
+                            "--data-note").replace("pass verify=False", "pass --no-verify (with --data-note)")
+        return text.replace("pass data_dir= (or set ITLIN_DATA_DIR)", "pass --data")
+    if kind == "memory":
+        return (f"the device ran out of memory while training ({type(err).__name__}). Record fewer groups at once "
+                "(--names), a smaller preset, or on a device with more memory; "
+                + _resume_hint(args))
+    return (f"{type(err).__name__}: {text}. The command does not know this failure: run it again with --debug "
+            "to see the traceback, and report it. Meanwhile, " + _resume_hint(args))
+
+
+def _record(args) -> int:
+    """The command's work, once its arguments are parsed."""
+    mesh = _mesh(args)
+    print(f"mesh: {ic.describe_mesh(mesh)}", flush=True)
+    path = record_chapter(args.chapter, args.preset, args.data, names=args.names, verify=not args.no_verify,
+                          data_note=args.data_note, checkpoint_dir=args.checkpoint_dir,
+                          results_dir=args.results_dir, progress="text", mesh=mesh)
     record = load_results(args.chapter, (args.preset,), results_dir=args.results_dir)
     for name in (args.names or record["data"]) if record is not None and ic.sharding.is_writer() else ():
         print(f"{args.chapter}/{name}: {cost_line(record['data'][name])}")
@@ -168,7 +236,7 @@ def _mesh(args):
     return ic.run_mesh(devices[:args.devices] if args.devices else devices)
 
 
-__all__ = ["missing_data", "stale_groups", "record_chapter", "main"]
+__all__ = ["missing_data", "stale_groups", "record_chapter", "failure_sentence", "EXIT_CODES", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())

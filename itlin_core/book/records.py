@@ -199,8 +199,9 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
     Args:
       chapter: the chapter's name (lower-case letters, digits, underscores; its notebook name).
       preset: ``smoke``, ``book``, ``colab`` or ``paper``.
-      data: a dict of curves: arrays (NumPy or JAX), numbers, strings, ``None`` and nested
-        lists/dicts with string keys. NaN and infinities are kept (module docstring).
+      data: a dict of run groups (name -> dict), each a dict of curves: arrays (NumPy or JAX),
+        numbers, strings, ``None`` and nested lists/dicts with string keys. NaN and infinities
+        are kept (module docstring).
       seed: the seed the run used (an integer).
       results_dir: default :func:`default_results_dir` (``book/results``).
       note: an optional free-text remark (e.g. "timing run on stand-in data").
@@ -210,21 +211,27 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
     complete new one. Returns the path written.
 
     Raises:
-      ValueError: a bad chapter or preset name, a non-integer seed, or a value that cannot be
-        recorded.
+      ValueError: a bad chapter or preset name, a non-integer seed, ``data`` that is not a dict
+        of dicts, or a value that cannot be recorded.
     """
     preset = _check_preset(preset)
     path = results_path(chapter, preset, results_dir)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ValueError(f"seed must be an integer, got {seed!r}.")
-    if not isinstance(data, Mapping):
-        raise ValueError(f"data must be a dict of curves, got {type(data).__name__}.")
+    try:
+        _check_groups(data)
+    except ValueError as e:
+        raise ValueError(f"{e}.") from None
     record = {"format": FORMAT_VERSION, "chapter": chapter, "preset": preset, "seed": int(seed),
               "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "versions": software_versions(), "device": device_description(), "note": note,
               "data": _encode(data)}
     text = json.dumps(record, allow_nan=False, indent=1)  # encode fully before touching the disk
-    atomic_write(path, lambda f: f.write(text), "w")
+    def same(tmp):       # read back, character for character
+        if tmp.read_text(encoding="utf-8") != text:
+            raise OSError(f"{path}: the record read back differs from the one written; the old file was kept.")
+
+    atomic_write(path, lambda f: f.write(text), "w", verify=same)   # text is ASCII (json.dumps escapes)
     return path
 
 
@@ -235,7 +242,9 @@ def load_results(chapter: str, preferred=("paper", "colab"), results_dir=None) -
     and ``data`` with arrays as NumPy arrays.
 
     Raises:
-      ValueError: a bad chapter or preset name, or a file that is not a valid record.
+      ValueError: a bad chapter or preset name, or a file that is not a valid record: not JSON,
+        fields the writer could not have written, a ``chapter`` or ``preset`` other than its file
+        name's, a seed that is not an integer, ``data`` that is not a dict of run groups (dicts).
     """
     if isinstance(preferred, str):
         preferred = (preferred,)
@@ -251,11 +260,35 @@ def load_results(chapter: str, preferred=("paper", "colab"), results_dir=None) -
             raise ValueError(f"{path} is not a results record of format {FORMAT_VERSION}; restore it (git checkout) "
                              "or record the run again.")
         try:
+            _check_fields(record, chapter, _check_preset(preset))
             record["data"] = _decode(record["data"])
+            _check_groups(record["data"])
         except ValueError as e:
             raise ValueError(f"{path} is damaged: {e}. Restore it (git checkout) or record the run again.") from None
         return record
     return None
+
+
+def _check_groups(data, where="data") -> None:
+    """ValueError unless ``data`` is a dict of run groups, each a dict (of curves)."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{where} must be a dict of run groups (name -> dict of curves), got {type(data).__name__}")
+    bad = [k for k, v in data.items() if not isinstance(v, Mapping)]
+    if bad:
+        raise ValueError(f"{where}[{bad[0]!r}] must be a dict of curves (one run group), "
+                         f"got {type(data[bad[0]]).__name__}")
+
+
+def _check_fields(record: dict, chapter: str, preset: str) -> None:
+    """ValueError unless the record's ``chapter`` and ``preset`` are those of its file name, its seed is an
+    integer (hand-edited or misnamed files)."""
+    for field, want in (("chapter", chapter), ("preset", preset)):
+        if record.get(field) != want:
+            raise ValueError(f"it holds a record of {field} {record.get(field)!r}, but its file name says {want!r} "
+                             "(copied or renamed from another record?)")
+    seed = record.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"its seed must be an integer, got {seed!r}")
 
 
 __all__ = ["save_results", "load_results", "results_path", "default_results_dir", "default_checkpoint_dir",

@@ -173,7 +173,7 @@ def drift_on(apply_fn, params, anchor, x) -> jax.Array:
     f = apply_fn(params, x)
     f_lin = ic.linearise(apply_fn, anchor)(params, x)
     sq = lambda a, b: jnp.sum(jnp.square(a - b))
-    return ic.relinearise.drift_ratio(sq(f, f_lin), sq(f, apply_fn(anchor, x)))
+    return ic.relinearise.drift_ratio(sq(f, f_lin), sq(f, apply_fn(anchor, x)), jnp.sum(jnp.square(f)))
 
 
 def run_refresh(cfg: RefreshConfig, progress=None, data: dict | None = None, digits=None) -> dict:
