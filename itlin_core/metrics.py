@@ -25,7 +25,7 @@ def _nonzero_rows(name: str, a, what: str) -> None:
 def _finite_nonzero(name: str, a, why: str) -> None:
     """ValueError when the concrete array ``a`` holds NaN or infinity, or only zeros (norm 0: ``why``)."""
     check_finite(name, a)
-    if not is_traced(a) and a.size and not bool(jnp.any(a != 0)):
+    if not is_traced(a) and a.size and not np.any(np.asarray(a) != 0):    # NumPy: a constant inside a trace too
         raise ValueError(f"{name} is all zeros (norm 0): {why}; it must have a nonzero entry.")
 
 
