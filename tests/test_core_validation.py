@@ -596,6 +596,15 @@ def test_a_diverged_models_outputs_have_a_nan_loss():
     assert math.isnan(float(ic.softmax_cross_entropy(INF2 * jnp.nan, jnp.array([0, 1]))))
 
 
+def test_the_zero_norm_checks_take_a_constant_kernel_inside_jit_and_vmap():
+    """A concrete kernel closed over by a traced function (as the linearisation chapter does) is
+    checked by value, not refused as a tracer or turned into a TracerBoolConversionError."""
+    k0 = jnp.array([[2.0, 1.0], [1.0, 2.0]])
+    d = jax.jit(jax.vmap(lambda k: ic.kernel_distance(k0, k)))(jnp.stack([k0, 3.0 * k0, jnp.eye(2)]))
+    np.testing.assert_allclose(d[:2], 0.0, atol=1e-7)
+    assert 0 < float(d[2]) < 1
+
+
 def test_the_finite_check_costs_nothing_under_jit():
     """Traced values are not checked (the loss of NaN outputs is NaN there, as training's divergence
     detection expects); finite data pass; integer arrays are finite by type."""
