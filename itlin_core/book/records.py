@@ -27,7 +27,7 @@ from typing import Mapping
 import jax
 import numpy as np
 
-from .._io import FLOAT_WORDS, atomic_write, encode_float, float_token
+from .._io import FLOAT_WORDS, encode_float, float_token, write_bytes_atomically
 from .common import PRESETS
 
 FORMAT_VERSION = 1
@@ -227,11 +227,7 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
               "versions": software_versions(), "device": device_description(), "note": note,
               "data": _encode(data)}
     text = json.dumps(record, allow_nan=False, indent=1)  # encode fully before touching the disk
-    def same(tmp):       # read back, character for character
-        if tmp.read_text(encoding="utf-8") != text:
-            raise OSError(f"{path}: the record read back differs from the one written; the old file was kept.")
-
-    atomic_write(path, lambda f: f.write(text), "w", verify=same)   # text is ASCII (json.dumps escapes)
+    write_bytes_atomically(path, text.encode("ascii"))   # read back byte for byte; json.dumps escapes to ASCII
     return path
 
 
