@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import struct
 import zipfile
 import zlib
 from pathlib import Path
@@ -25,7 +26,7 @@ import numpy as np
 from ._io import FLOAT_WORDS, atomic_write, encode_float
 from ._validate import check_whole
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: the header lists every array member (a damaged zip directory can hide one)
 
 
 class Checkpoint(NamedTuple):
@@ -135,7 +136,8 @@ def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta:
     if kd is not None:
         arrays["key"] = kd
     header = {"format": FORMAT_VERSION, "treedef": str(treedef), "num_leaves": len(leaves), "step": int(step),
-              "has_key": kd is not None, "history_scalars": scalars, "meta": _json_meta(meta)}
+              "has_key": kd is not None, "history_scalars": scalars, "meta": _json_meta(meta),
+              "arrays": sorted(arrays)}
     arrays["header"] = np.asarray(json.dumps(header, allow_nan=False))
     atomic_write(path, lambda f: np.savez(f, **arrays), "wb", verify=_read_back(path))   # CRCs and header
 
@@ -203,10 +205,14 @@ def _read_back(path: Path):
 
 
 _HEADER = {"format": int, "treedef": str, "num_leaves": int, "step": int, "has_key": bool,
-           "history_scalars": dict, "meta": dict}
+           "history_scalars": dict, "meta": dict, "arrays": list}
 
 
-_READ_ERRORS = (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zlib.error)
+# What zipfile, numpy's npz reader and json raise on a damaged file. A flipped byte in the zip
+# directory can also announce a newer zip version (NotImplementedError), an encrypted member
+# (RuntimeError) or sizes that do not unpack (struct.error, OverflowError, IndexError).
+_READ_ERRORS = (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zlib.error,
+                NotImplementedError, RuntimeError, struct.error, OverflowError, IndexError)
 
 
 def _contents(path: Path):
@@ -214,13 +220,19 @@ def _contents(path: Path):
     with np.load(path, allow_pickle=False) as z:
         files = {k: z[k] for k in z.files}
     header = json.loads(str(files.pop("header")))
+    if isinstance(header, dict) and header.get("format") != FORMAT_VERSION:
+        return files, header            # another format: load_checkpoint says so by name
     if not isinstance(header, dict) or any(not isinstance(header.get(k), t) for k, t in _HEADER.items()):
         raise ValueError("its header lacks fields or has fields of the wrong type")
     if any(isinstance(v, dict) and v.get("__float__") not in FLOAT_WORDS for v in header["history_scalars"].values()):
         raise ValueError("its header holds an unknown float word")
-    missing = [f"leaf_{i}" for i in range(header["num_leaves"]) if f"leaf_{i}" not in files]
-    if missing or (header["has_key"] and "key" not in files):
-        raise ValueError(f"arrays are missing: {', '.join(missing) or 'key'}")
+    # zipfile reads a directory whose length fields are damaged without complaint but can skip
+    # members, so the arrays found must be exactly those the header lists
+    listed = set(header["arrays"]) - {"header"}
+    if set(files) != listed:
+        raise ValueError(f"its arrays {sorted(files)} are not those its header lists {sorted(listed)}")
+    if not all(f"leaf_{i}" in files for i in range(header["num_leaves"])) or header["has_key"] != ("key" in files):
+        raise ValueError("its header's leaf count or key flag does not match its arrays")
     return files, header
 
 
@@ -269,7 +281,8 @@ def load_checkpoint(path, template) -> Checkpoint:
     path = Path(path)
     files, header = _read(path)
     if header.get("format") != FORMAT_VERSION:
-        raise ValueError(f"{path} is a checkpoint of format {header.get('format')}, expected {FORMAT_VERSION}.")
+        raise ValueError(f"{path} is a checkpoint of format {header.get('format')}, written by another version "
+                         f"of itlin_core (this one reads format {FORMAT_VERSION}); delete it to start afresh.")
     t_leaves, t_def = jax.tree.flatten(template)
     if header["treedef"] != str(t_def) or header["num_leaves"] != len(t_leaves):
         raise ValueError(f"{path} holds a state of a different structure than this run's "
