@@ -11,7 +11,7 @@ A flat public API over small modules, one idea each::
     state = ic.init_il_state(params, optimizer)           # ILState(params, anchor, opt_state, step, ...)
     step = ic.make_il_step(apply_fn, loss_fn, optimizer, K)   # step(state, (x, y)) -> (state, metrics)
     step = ic.make_il_step(apply_fn, loss_fn, optimizer, ic.on_drift(0.1))   # or ic.geometric(K0, ratio)
-    state, history = ic.train(step, state, ic.minibatches(key, x, y, 128), num_steps, eval_fn=..., eval_every=...)
+    state, history = ic.train(step, state, ic.minibatches(key, x, y, 128), num_steps, evaluate=ic.Evaluation(eval_fn, every=...))
 
 Conventions, stated once here and in the module docstrings:
 
@@ -48,7 +48,8 @@ from .stability import max_curvature, stable_lr
 from .relinearise import RelinRule, every, geometric, on_drift, relin_steps, stack_rules
 from .pipeline import (Batches, augment, augmented_minibatches, channel_stats, full_batch, minibatches, normalise,
                        random_crop, random_flip, split_microbatches)
-from .sharding import describe_mesh, pad_runs, padded_runs, run_mesh, shard_runs, sharded_vmap, unpad_runs
+from .sharding import describe_mesh, on_devices, pad_runs, padded_runs, run_mesh, shard_runs, sharded_vmap, unpad_runs
+from .train_options import Checkpointing, Evaluation, Progress
 from .training import TrainingDiverged, train
 
 from . import activations, data, datasets, mean_field, sharding  # noqa: E402  (submodules: ic.data.single_index, ...)
@@ -64,10 +65,10 @@ __all__ = [
     # when to relinearise (beyond a fixed K)
     "RelinRule", "every", "geometric", "on_drift", "stack_rules", "relin_steps",
     # training loop, batches and checkpoints
-    "train", "TrainingDiverged", "Batches", "full_batch", "minibatches", "augmented_minibatches",
+    "train", "Evaluation", "Checkpointing", "Progress", "TrainingDiverged", "Batches", "full_batch", "minibatches", "augmented_minibatches",
     "split_microbatches", "Checkpoint", "save_checkpoint", "load_checkpoint",
     # runs of a sweep split over several devices (jax.sharding)
-    "run_mesh", "describe_mesh", "sharded_vmap", "pad_runs", "padded_runs", "unpad_runs", "shard_runs",
+    "on_devices", "run_mesh", "describe_mesh", "sharded_vmap", "pad_runs", "padded_runs", "unpad_runs", "shard_runs",
     # Gauss-Newton
     "gn_direction", "gn_step", "gn_iterate", "kernel_solve", "tgn_step", "TGNResult", "gd_steps_to_tolerance", "damping_min_eigenvalue",
     # gradient flow

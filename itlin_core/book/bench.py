@@ -142,7 +142,7 @@ def mesh_bench(devices: int = 2, batch: int = 64, width: int = 8, rounds: int = 
     x, y = jax.random.normal(kx, (4 * batch, 32, 32, 3)), jax.random.randint(ky, (4 * batch,), 0, 10)
     batches = ic.minibatches(jax.random.key(seed + 2), x, y, batch)
     meshes = {"1 device": None, f"{devices} devices": ic.run_mesh(jax.devices()[:devices])}
-    run = lambda mesh: ic.train(step, state, batches, steps, progress="off", mesh=mesh)
+    run = lambda mesh: ic.train(ic.on_devices(step, mesh), state, batches, steps, progress="off")
     times = {k: [] for k in meshes}
     for mesh in meshes.values():
         run(mesh)                                          # compile

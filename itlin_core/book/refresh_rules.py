@@ -151,9 +151,10 @@ def run_small_problem(problem: dict, cfg: SmallRefreshConfig, progress=None) -> 
         return out
 
     states, hist = ic.train(step, ic.replicate(ic.init_il_state(problem["params0"], opt), len(runs)),
-                            ic.full_batch(x, y), steps, eval_fn=jax.vmap(eval_fn),
-                            eval_every=max(1, steps // cfg.n_evals), progress=progress, on_nonfinite="ignore",
-                            desc=f"{problem['name']}: {len(runs)} relinearisation rules")
+                            ic.full_batch(x, y), steps,
+                            evaluate=ic.Evaluation(jax.vmap(eval_fn), every=max(1, steps // cfg.n_evals)),
+                            on_nonfinite="ignore",
+                            progress=ic.Progress(progress, f"{problem['name']}: {len(runs)} relinearisation rules"))
     hist.update(labels=[label for _, label, _ in runs], families=[fam for fam, _, _ in runs], rules=rules,
                 state=states, name=problem["name"], error_name=problem["error_name"])
     return hist
@@ -206,8 +207,8 @@ def run_refresh(cfg: RefreshConfig, progress=None, data: dict | None = None, dig
 
     batches = ic.minibatches(jax.random.key(dcfg.seed + 2), data["x_train"], data["y_train"], dcfg.batch_size)
     states, hist = ic.train(step, ic.replicate(ic.init_il_state(params0, opt), len(runs)), batches, cfg.steps,
-                            eval_fn=jax.vmap(eval_fn), eval_every=cfg.eval_every, progress=progress,
-                            desc=f"digits: {len(runs)} relinearisation rules")
+                            evaluate=ic.Evaluation(jax.vmap(eval_fn), every=cfg.eval_every),
+                            progress=ic.Progress(progress, f"digits: {len(runs)} relinearisation rules"))
     hist.update(labels=[label for _, label, _ in runs], families=[fam for fam, _, _ in runs], rules=rules,
                 state=states, n_params=ic.count_params(params0), n_test=int(len(yte)))
     return hist
