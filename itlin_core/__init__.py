@@ -9,6 +9,8 @@ A flat public API over small modules, one idea each::
     params = ic.gn_step(apply_fn, params, x, y, lr=1.0, damping=0.0)
     f_train_t, f_test_t = ic.gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train, f0_test)
     state = ic.init_il_state(params, optimizer)           # ILState(params, anchor, opt_state, step, ...)
+    il = ic.iterative_linearisation(apply_fn, loss_fn, optimizer, K)   # an (init, step) pair, as optax's
+    state, metrics = il.step(il.init(params), (x, y))                  # ILState(params, anchor, ...)
     step = ic.make_il_step(apply_fn, loss_fn, optimizer, K)   # step(state, (x, y)) -> (state, metrics)
     step = ic.make_il_step(apply_fn, loss_fn, optimizer, ic.on_drift(0.1))   # or ic.geometric(K0, ratio)
     state, history = ic.train(step, state, ic.minibatches(key, x, y, 128), num_steps, evaluate=ic.Evaluation(eval_fn, every=...))
@@ -36,6 +38,7 @@ from .activations import activation_pair
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .flow import gradient_flow, gradient_flow_params
 from .gauss_newton import TGNResult, damping_min_eigenvalue, gd_steps_to_tolerance, gn_direction, gn_iterate, gn_step, kernel_solve, tgn_step
+from .il import IterativeLinearisation, iterative_linearisation
 from .iterative import ILState, init_il_state, make_il_eval, make_il_step, make_il_sweep_step, period_as_int, replicate
 from .linearise import linearise, linearised_objective, linearised_value_and_grad, tree_sub, tree_vdot
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
@@ -60,7 +63,7 @@ __all__ = [
     # linearisation and kernels
     "linearise", "empirical_ntk", "kernel_matrix", "flat_jacobian", "max_ntk_eigenvalue", "tree_sub", "tree_vdot",
     # iterative linearisation
-    "ILState", "init_il_state", "make_il_step", "make_il_sweep_step", "period_as_int", "replicate",
+    "iterative_linearisation", "IterativeLinearisation", "ILState", "init_il_state", "make_il_step", "make_il_sweep_step", "period_as_int", "replicate",
     "linearised_objective", "linearised_value_and_grad", "make_il_eval",
     # when to relinearise (beyond a fixed K)
     "RelinRule", "every", "geometric", "on_drift", "stack_rules", "relin_steps",
