@@ -167,5 +167,29 @@ def glue(name: str, value, *, markdown: bool = False):
     return value
 
 
-__all__ = ["PRESETS", "default_preset", "get_preset", "preset_line", "per_preset", "RULE_SPEC", "parse_rule",
+def interleaved_seconds(calls: dict, rounds: int, per: int = 1) -> dict:
+    """``{name: [seconds per unit, one per round]}`` for each ``calls[name]()`` (which must return
+    the arrays it computes, so that the time covers the work: it is blocked on), timed in
+    ``rounds`` rounds that each start with the next name, so that no place in the order is
+    favoured and machine load affects all alike; ``per`` divides each time (e.g. steps per call).
+    Compile (call once) before timing. The book's one timing loop.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from itlin_core.book.common import interleaved_seconds
+      >>> t = interleaved_seconds({"add": lambda: jnp.ones(3) + 1, "mul": lambda: jnp.ones(3) * 2}, rounds=3)
+      >>> sorted(t), [len(v) for v in t.values()], all(s > 0 for v in t.values() for s in v)
+      (['add', 'mul'], [3, 3], True)
+    """
+    import time
+    names, times = list(calls), {k: [] for k in calls}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            t0 = time.perf_counter()
+            jax.block_until_ready(calls[k]())
+            times[k].append((time.perf_counter() - t0) / per)
+    return times
+
+
+__all__ = ["interleaved_seconds", "PRESETS", "default_preset", "get_preset", "preset_line", "per_preset", "RULE_SPEC", "parse_rule",
            "rule_family", "k_label", "k_text", "feature_updates", "proxy_outputs", "glue"]
