@@ -147,23 +147,20 @@ def proxy_outputs(apply_fn, states, x):
     return jax.jit(jax.vmap(one))(states)
 
 
-def glue(name: str, value, *, markdown: bool = False):
+def glue(name: str, value):
     """Store ``value`` under ``name`` for the chapter's prose without showing it (myst-nb's
-    ``glue``): ``{glue:text}`name:.3f``` pastes a number, ``{glue:md}`name``` a sentence glued with
-    ``markdown=True`` (as ``text/markdown``, so it carries no quotes). So the rendered text always
-    matches the run at the preset it was built with. Where myst-nb is not installed (Colab), the
-    value is not stored anywhere and nothing happens. Returns ``value``."""
+    ``glue``): ``{glue:text}`name:.3f``` pastes a number, ``{glue:text}`name``` a label. Only
+    values are glued: the sentences around them are written by hand in the Markdown cells, and
+    a comparison they make is asserted by a check cell. So the rendered text always matches the
+    run at the preset it was built with. Where myst-nb is not installed (Colab), the value is not
+    stored anywhere and nothing happens. Returns ``value``."""
     try:
         from myst_nb import glue as _glue
     except ImportError:
         return value
     if isinstance(value, np.generic):
         value = value.item()   # np.float64(0.5) would paste as its repr, which no format spec reads
-    if markdown:
-        from IPython.display import Markdown
-        _glue(name, Markdown(str(value)), display=False)
-    else:
-        _glue(name, value, display=False)
+    _glue(name, value, display=False)
     return value
 
 

@@ -18,7 +18,7 @@ import optax
 import itlin_core as ic
 
 from .common import per_preset
-from .rules import compare_at_equal_updates, never_refreshed, refresh_shares, verdict_sentence  # noqa: F401
+from .rules import compare_at_equal_updates, never_refreshed, refresh_shares, verdict_counts  # noqa: F401
 from .digits_cnn import _digits_optimizer, digits_config, digits_data
 from .mean_field_gn import TeacherStudentConfig, teacher_student_config
 from .xor_features import XORConfig, xor_config, xor_setup
@@ -223,19 +223,14 @@ def kernel_movement(ntk: np.ndarray) -> dict:
     return {"from_init": d0, "per_interval": step}
 
 
-def fixed_note(hist: dict) -> str:
-    """A sentence on the fixed periods that end below ``K = inf`` (the reference curve's dips), or
-    that none does."""
+def fixed_below_inf(hist: dict) -> list:
+    """The labels of the finite fixed periods whose final test accuracy is below that of
+    ``K = inf`` (the dips of the reference curve)."""
     acc, fam, labels = hist["test_accuracy_proxy"][-1], np.asarray(hist["families"]), hist["labels"]
     i_inf = labels.index("K=∞")
-    below = [labels[i] for i in np.where(fam == "fixed")[0] if i != i_inf and acc[i] < acc[i_inf]]
-    if not below:
-        return "Every finite fixed period ends above K = ∞."
-    return (f"At this budget {', '.join(below)} {'ends' if len(below) == 1 else 'end'} below K = ∞ "
-            f"({', '.join(f'{100 * acc[labels.index(b)]:.1f}%' for b in below)} against {100 * acc[i_inf]:.1f}%), "
-            "which pulls the fixed curve down between its neighbours.")
+    return [labels[i] for i in np.where(fam == "fixed")[0] if i != i_inf and acc[i] < acc[i_inf]]
 
 
 __all__ = ["RefreshConfig", "REFRESH", "refresh_config", "rules_of", "drift_on", "run_refresh", "kernel_movement",
-           "fixed_note", "SmallRefreshConfig", "SMALL", "small_refresh_config", "xor_refresh_problem",
+           "fixed_below_inf", "SmallRefreshConfig", "SMALL", "small_refresh_config", "xor_refresh_problem",
            "teacher_student_refresh_problem", "run_small_problem"]
