@@ -34,6 +34,15 @@ class IterativeLinearisation(NamedTuple):
         :func:`~itlin_core.make_il_step` for the metrics).
       rules: the relinearisation rule, or for a sweep the stacked rules (``rules.period`` the periods).
       runs: ``None`` for one run, else the number of runs of the sweep.
+
+    Examples:
+      A sweep's ``init`` stacks one :class:`~itlin_core.ILState` per run:
+
+      >>> import jax.numpy as jnp, optax
+      >>> import itlin_core as ic
+      >>> il = ic.iterative_linearisation(lambda th, x: th * x, ic.squared_error, optax.sgd(0.1), [1, 10, None])
+      >>> il.runs, il.init(jnp.zeros(())).params.shape, il.rules.period.tolist()[:2]
+      (3, (3,), [1, 10])
     """
     init: Callable
     step: Callable
