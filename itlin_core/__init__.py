@@ -9,9 +9,11 @@ A flat public API over small modules, one idea each::
     params = ic.gn_step(apply_fn, params, x, y, lr=1.0, damping=0.0)
     f_train_t, f_test_t = ic.gradient_flow(ntk_train, f0_train, y_train, t, ntk_test_train, f0_test)
     state = ic.init_il_state(params, optimizer)           # ILState(params, anchor, opt_state, step, ...)
+    il = ic.iterative_linearisation(apply_fn, loss_fn, optimizer, K)   # an (init, step) pair, as optax's
+    state, metrics = il.step(il.init(params), (x, y))                  # ILState(params, anchor, ...)
     step = ic.make_il_step(apply_fn, loss_fn, optimizer, K)   # step(state, (x, y)) -> (state, metrics)
     step = ic.make_il_step(apply_fn, loss_fn, optimizer, ic.on_drift(0.1))   # or ic.geometric(K0, ratio)
-    state, history = ic.train(step, state, ic.minibatches(key, x, y, 128), num_steps, eval_fn=..., eval_every=...)
+    state, history = ic.train(step, state, ic.minibatches(key, x, y, 128), num_steps, evaluate=ic.Evaluation(eval_fn, every=...))
 
 Conventions, stated once here and in the module docstrings:
 
@@ -36,6 +38,7 @@ from .activations import activation_pair
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .flow import gradient_flow, gradient_flow_params
 from .gauss_newton import TGNResult, damping_min_eigenvalue, gd_steps_to_tolerance, gn_direction, gn_iterate, gn_step, kernel_solve, tgn_step
+from .il import IterativeLinearisation, iterative_linearisation
 from .iterative import ILState, init_il_state, make_il_eval, make_il_step, make_il_sweep_step, period_as_int, replicate
 from .linearise import linearise, linearised_objective, linearised_value_and_grad, tree_sub, tree_vdot
 from .losses import accuracy, rmse, softmax_cross_entropy, squared_error
@@ -48,7 +51,8 @@ from .stability import max_curvature, stable_lr
 from .relinearise import RelinRule, every, geometric, on_drift, relin_steps, stack_rules
 from .pipeline import (Batches, augment, augmented_minibatches, channel_stats, full_batch, minibatches, normalise,
                        random_crop, random_flip, split_microbatches)
-from .sharding import describe_mesh, pad_runs, padded_runs, run_mesh, shard_runs, sharded_vmap, unpad_runs
+from .sharding import describe_mesh, on_devices, pad_runs, padded_runs, run_mesh, shard_runs, sharded_vmap, unpad_runs
+from .train_options import Checkpointing, Evaluation, Progress
 from .training import TrainingDiverged, train
 
 from . import activations, data, datasets, mean_field, sharding  # noqa: E402  (submodules: ic.data.single_index, ...)
@@ -59,15 +63,15 @@ __all__ = [
     # linearisation and kernels
     "linearise", "empirical_ntk", "kernel_matrix", "flat_jacobian", "max_ntk_eigenvalue", "tree_sub", "tree_vdot",
     # iterative linearisation
-    "ILState", "init_il_state", "make_il_step", "make_il_sweep_step", "period_as_int", "replicate",
+    "iterative_linearisation", "IterativeLinearisation", "ILState", "init_il_state", "make_il_step", "make_il_sweep_step", "period_as_int", "replicate",
     "linearised_objective", "linearised_value_and_grad", "make_il_eval",
     # when to relinearise (beyond a fixed K)
     "RelinRule", "every", "geometric", "on_drift", "stack_rules", "relin_steps",
     # training loop, batches and checkpoints
-    "train", "TrainingDiverged", "Batches", "full_batch", "minibatches", "augmented_minibatches",
+    "train", "Evaluation", "Checkpointing", "Progress", "TrainingDiverged", "Batches", "full_batch", "minibatches", "augmented_minibatches",
     "split_microbatches", "Checkpoint", "save_checkpoint", "load_checkpoint",
     # runs of a sweep split over several devices (jax.sharding)
-    "run_mesh", "describe_mesh", "sharded_vmap", "pad_runs", "padded_runs", "unpad_runs", "shard_runs",
+    "on_devices", "run_mesh", "describe_mesh", "sharded_vmap", "pad_runs", "padded_runs", "unpad_runs", "shard_runs",
     # Gauss-Newton
     "gn_direction", "gn_step", "gn_iterate", "kernel_solve", "tgn_step", "TGNResult", "gd_steps_to_tolerance", "damping_min_eigenvalue",
     # gradient flow

@@ -6,7 +6,7 @@ Format (chosen for safety and portability, no pickle): one NumPy ``.npz`` archiv
 data, the history arrays and a JSON header (non-finite scalars written as ``{"__float__":
 "nan"}``). Written to a temporary file in the same directory and moved into place with
 :func:`os.replace`, so a crash mid-write leaves the previous checkpoint intact.
-:func:`itlin_core.train` writes and resumes them (``checkpoint_path=``).
+:func:`itlin_core.train` writes and resumes them (``checkpoint=ic.Checkpointing(path)``).
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def _read(path: Path):
                          f".npz file in it (e.g. {path / 'run.npz'}).")
     if not path.exists():
         raise ValueError(f"there is no checkpoint file at {path}; check the path (a run writes it with "
-                         "itlin_core.train(..., checkpoint_path=...) or itlin_core.save_checkpoint).")
+                         "itlin_core.train(..., checkpoint=path) or itlin_core.save_checkpoint).")
     try:
         return _contents(path)
     except _READ_ERRORS as e:

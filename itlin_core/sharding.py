@@ -227,6 +227,39 @@ def is_writer() -> bool:
     return jax.process_index() == 0
 
 
+def on_devices(step: Callable, mesh: Any = "auto") -> Callable:
+    """A sweep step (:func:`itlin_core.make_il_sweep_step`) whose runs :func:`itlin_core.train` splits
+    over the devices of ``mesh``: ``"auto"`` (what train does with any sweep step) every visible
+    device, a mesh from :func:`run_mesh`, or ``None`` for no sharding. The step computes the same
+    thing; only where its runs live changes.
+
+    Raises:
+      ValueError: ``step`` is not a sweep step (it has no runs to split) and ``mesh`` is a mesh, or
+        ``mesh`` is not ``"auto"``, ``None`` or a run mesh.
+
+    Examples:
+      >>> import jax, optax
+      >>> import itlin_core as ic
+      >>> step, _ = ic.make_il_sweep_step(lambda p, x: p * x, ic.squared_error, optax.sgd(0.1), [1, 2])
+      >>> one = ic.on_devices(step, ic.run_mesh(jax.devices()[:1]))
+      >>> one.runs, one.run_labels
+      (2, ['K=1', 'K=2'])
+    """
+    sweep = getattr(step, "runs", None) is not None and callable(getattr(step, "with_runs", None))
+    resolve_mesh(mesh)   # a bad mesh is refused here
+    if not sweep and mesh is not None and not (isinstance(mesh, str) and mesh == "auto"):
+        raise ValueError(f"mesh ({describe_mesh(resolve_mesh(mesh))}) splits the runs of a sweep step over devices; "
+                         "this step has no runs to split (build it with ic.make_il_sweep_step), so pass mesh=None.")
+    inner = getattr(step, "inner_step", step)
+
+    def placed(state, batch):
+        return inner(state, batch)
+
+    placed.__dict__.update({k: v for k, v in getattr(inner, "__dict__", {}).items()})
+    placed.inner_step, placed.mesh = inner, mesh
+    return placed
+
+
 def sharded_vmap(f: Callable, mesh: Any = "auto") -> Callable:
     """``jax.jit(jax.vmap(f))`` with the mapped (leading) axis of every argument split over
     ``mesh``'s devices: the arguments are padded to a multiple of the device count
@@ -262,5 +295,5 @@ def sharded_vmap(f: Callable, mesh: Any = "auto") -> Callable:
     return run
 
 
-__all__ = ["RUN_AXIS", "run_mesh", "resolve_mesh", "describe_mesh", "padded_runs", "pad_runs", "unpad_runs",
+__all__ = ["RUN_AXIS", "on_devices", "run_mesh", "resolve_mesh", "describe_mesh", "padded_runs", "pad_runs", "unpad_runs",
            "shard_runs", "replicate_on", "to_host", "is_writer", "sharded_vmap"]

@@ -32,8 +32,8 @@ def toy_sweep():
 def train_toy(mesh, **kw):
     import itlin_core as ic
     step, state, batches, eval_fn = toy_sweep()
-    return ic.train(step, state, batches, STEPS, eval_fn=eval_fn, eval_every=EVAL_EVERY, progress="off",
-                    mesh=mesh, **kw)
+    return ic.train(ic.on_devices(step, mesh), state, batches, STEPS, evaluate=ic.Evaluation(eval_fn, every=EVAL_EVERY),
+                    progress="off", **kw)
 
 
 def tiny_group():
@@ -93,8 +93,8 @@ def host(pid, port, ck, out):
     import itlin_core as ic
     assert jax.process_count() == 2 and len(jax.devices()) == 4 and len(jax.local_devices()) == 2
     mesh = ic.run_mesh()                    # every device of both hosts
-    train_toy(mesh, checkpoint_path=ck, stop_at=HALF)
-    state, hist = train_toy(mesh, checkpoint_path=ck)
+    train_toy(mesh, checkpoint=ic.Checkpointing(ck, stop_at=HALF))
+    state, hist = train_toy(mesh, checkpoint=ck)
     params = ic.sharding.to_host(jax.tree.leaves(state.params)[0])   # a collective: every process calls it
     if ic.sharding.is_writer():
         np.savez(out, loss=hist["loss"], rmse=hist["rmse"], resumed_from=hist["resumed_from"], params=params,

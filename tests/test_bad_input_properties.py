@@ -138,9 +138,8 @@ def test_image_pipeline(images):
 @given(num_steps=counts, eval_every=counts, loss_every=counts)
 def test_train_counts(num_steps, eval_every, loss_every):
     step = ic.make_il_step(MODEL.apply, ic.squared_error, OPT, 2)
-    outcome(lambda: ic.train(step, ic.init_il_state(PARAMS, OPT), (X, Y), num_steps, eval_every=eval_every,
-                             loss_every=loss_every, progress="off")[1]["loss"],
-            ["num_steps", "eval_every", "loss_every"])
+    outcome(lambda: ic.train(step, ic.init_il_state(PARAMS, OPT), (X, Y), num_steps, evaluate=ic.Evaluation(every=eval_every, loss_every=loss_every), progress="off")[1]["loss"],
+            ["num_steps", "Evaluation.every", "loss_every"])
 
 
 @SETTINGS

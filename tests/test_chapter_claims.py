@@ -360,17 +360,25 @@ def test_judge_names_a_divergence_its_criterion_did_not_mention():
 
 @pytest.mark.parametrize("chapter", ["cifar_few_updates", "cifar_features", "cifar_damping", "resnet_mnist"])
 def test_the_reason_under_a_verdict_table_follows_the_scale_table(chapter):
-    """The reason a chapter gives for a claim that does not reproduce lists exactly the settings
-    in which the shown preset is smaller (or its learning rate larger) than the paper's."""
+    """The settings a chapter names as differing from the paper's (glued under its verdict table)
+    are exactly those in which the shown preset is smaller (or its learning rate larger)."""
     from itlin_core.book import image_chapters
 
     for preset in ("laptop", "colab"):
         groups, paper = image_chapters.run_groups(chapter, preset), image_chapters.run_groups(chapter, "paper")
-        reason = image_chapters.scale_reason(chapter, preset)
+        reason = image_chapters.scale_differences(chapter, preset)
         shared = [n for n in groups if n in paper]
         narrower = any(groups[n].width is not None and (paper[n].width is None or groups[n].width < paper[n].width)
                        for n in shared)
         assert ("narrower networks" in reason) == narrower, (preset, reason)
         assert ("far fewer steps" in reason) == any(groups[n].steps < paper[n].steps for n in shared)
         assert ("larger learning rates" in reason) == any(groups[n].lr > paper[n].lr for n in shared)
-    assert image_chapters.scale_reason(chapter, "paper") == "The settings shown are the paper's."
+    assert image_chapters.scale_differences(chapter, "paper") == "none"
+
+
+def test_recorded_numbers_count_groups_minutes_and_stand_ins():
+    from itlin_core.book import image_chapters
+
+    results = {"a": {"seconds": 90.0, "stand_in": True}, "b": {"seconds": 30.0, "stand_in": False}}
+    assert image_chapters.recorded_numbers(results) == {"groups": 2, "minutes": 2.0, "stand_in": 1}
+    assert image_chapters.recorded_numbers(None) == {"groups": 0, "minutes": 0.0, "stand_in": 0}

@@ -43,9 +43,8 @@ def problem(sweep=False):
 
 def run_ckpt(path, stop_at=None, sweep=False, **kw):
     step, state, batches, eval_fn, key = problem(sweep)
-    return ic.train(step, state, batches, N_STEPS, checkpoint_path=path,
-                                     checkpoint_every=CHECK_EVERY, eval_fn=eval_fn, eval_every=EVAL_EVERY,
-                                     key=key, stop_at=stop_at, **kw)
+    return ic.train(step, state, batches, N_STEPS, evaluate=ic.Evaluation(eval_fn, every=EVAL_EVERY),
+                    checkpoint=ic.Checkpointing(path, every=CHECK_EVERY, key=key, stop_at=stop_at), **kw)
 
 
 def assert_same_run(a, b):
@@ -69,7 +68,7 @@ def assert_same_run(a, b):
 @pytest.mark.parametrize("sweep", [False, True], ids=["K=3", "sweep"])
 def test_resumed_run_equals_uninterrupted_run_bit_for_bit(tmp_path, sweep):
     step, state, batches, eval_fn, _ = problem(sweep)
-    plain = ic.train(step, state, batches, N_STEPS, eval_fn=eval_fn, eval_every=EVAL_EVERY)
+    plain = ic.train(step, state, batches, N_STEPS, evaluate=ic.Evaluation(eval_fn, every=EVAL_EVERY))
     whole = run_ckpt(tmp_path / "whole.npz", sweep=sweep)
     assert_same_run(whole, plain)  # checkpointing does not change the run
     assert len(whole[1]["loss"]) == N_STEPS and list(whole[1]["eval_step"]) == list(range(0, N_STEPS + 1, EVAL_EVERY))
@@ -143,22 +142,21 @@ def test_resume_in_a_new_process(tmp_path):
 def test_checkpoint_of_another_run_is_refused(tmp_path):
     run_ckpt(tmp_path / "run.npz", stop_at=8)
     step, state, batches, eval_fn, key = problem()
-    args = dict(checkpoint_path=tmp_path / "run.npz", checkpoint_every=CHECK_EVERY, eval_fn=eval_fn,
-                eval_every=EVAL_EVERY)
+    ck = ic.Checkpointing(tmp_path / "run.npz", every=CHECK_EVERY, key=key)
+    args = dict(evaluate=ic.Evaluation(eval_fn, every=EVAL_EVERY))
     with pytest.raises(ValueError, match="another PRNG key"):
-        ic.train(step, state, batches, N_STEPS, key=jax.random.PRNGKey(99), **args)
+        ic.train(step, state, batches, N_STEPS, checkpoint=ck._replace(key=jax.random.PRNGKey(99)), **args)
     with pytest.raises(ValueError, match="other settings"):
-        ic.train(step, state, batches, N_STEPS + 8, key=key, **args)
+        ic.train(step, state, batches, N_STEPS + 8, checkpoint=ck, **args)
     with pytest.raises(ValueError, match="other settings"):
-        ic.train(step, state, batches, N_STEPS, key=key, meta={"preset": "colab"}, **args)
+        ic.train(step, state, batches, N_STEPS, checkpoint=ck._replace(meta={"preset": "colab"}), **args)
     adam = optax.adam(1e-3)  # another optimiser: another state structure
     with pytest.raises(ValueError, match="different structure"):
-        ic.train(step, ic.init_il_state(state.params, adam), batches, N_STEPS, key=key, **args)
-    with pytest.raises(ValueError, match="multiple of eval_every"):
-        ic.train(step, state, batches, N_STEPS, key=key,
-                                  **dict(args, checkpoint_every=6))
+        ic.train(step, ic.init_il_state(state.params, adam), batches, N_STEPS, checkpoint=ck, **args)
+    with pytest.raises(ValueError, match="multiple of the evaluation chunk"):
+        ic.train(step, state, batches, N_STEPS, checkpoint=ck._replace(every=6), **args)
     with pytest.raises(ValueError, match="stop_at must be"):
-        ic.train(step, state, batches, N_STEPS, key=key, stop_at=10, **args)
+        ic.train(step, state, batches, N_STEPS, checkpoint=ck._replace(stop_at=10), **args)
     (tmp_path / "junk.npz").write_bytes(b"not a zip file")
     with pytest.raises(ValueError, match="not a readable checkpoint"):
         ic.load_checkpoint(tmp_path / "junk.npz", state)
@@ -246,18 +244,22 @@ def test_checkpoint_round_trip_keeps_optax_state_and_typed_key(tmp_path):
 
 # ------------------------------------------------------------------------------ the training loop itself
 
-def test_checkpoint_settings_need_a_checkpoint_path():
+@pytest.mark.parametrize("bad, says", [
+    (dict(evaluate=3), "evaluate must be an ic.Evaluation"), (dict(checkpoint=3), "checkpoint must be an ic.Checkpointing"),
+    (dict(progress=3), "progress must be an ic.Progress"), (dict(evaluate=ic.Evaluation(fn=3)), "Evaluation.fn must"),
+    (dict(progress="loud"), "progress .* must be one of"), (dict(evaluate=ic.Evaluation(every=0)), "Evaluation.every"),
+], ids=["evaluate", "checkpoint", "progress", "fn", "mode", "every"])
+def test_the_option_groups_refuse_what_they_cannot_hold(bad, says):
     step, state, batches, eval_fn, key = problem()
-    for kw in (dict(checkpoint_every=8), dict(key=key), dict(meta={"a": 1}), dict(stop_at=8)):
-        with pytest.raises(ValueError, match="only apply with checkpoint_path"):
-            ic.train(step, state, batches, N_STEPS, eval_every=EVAL_EVERY, **kw)
+    with pytest.raises((TypeError, ValueError), match=says):
+        ic.train(step, state, batches, N_STEPS, **bad)
 
 
 @pytest.mark.parametrize("reserved", ["loss", "eval_step", "diverged_at"])
 def test_an_eval_metric_may_not_replace_the_history(reserved):
     step, state, batches, _, _ = problem()
     with pytest.raises(ValueError, match="rename those metrics"):
-        ic.train(step, state, batches, 8, eval_every=4, eval_fn=lambda s: {reserved: jnp.zeros(())})
+        ic.train(step, state, batches, 8, evaluate=ic.Evaluation(lambda s: {reserved: jnp.zeros(())}, every=4))
 
 
 def test_the_callers_state_stays_valid_and_the_chunk_compiles_once():
@@ -265,25 +267,26 @@ def test_the_callers_state_stays_valid_and_the_chunk_compiles_once():
     first; a second call with the same step and batch source compiles nothing new."""
     step, state, batches, eval_fn, _ = problem()
     before = [np.asarray(a).copy() for a in jax.tree.leaves(state)]
-    _, h1 = ic.train(step, state, batches, 16, eval_every=4, eval_fn=eval_fn)
+    _, h1 = ic.train(step, state, batches, 16, evaluate=ic.Evaluation(eval_fn, every=4))
     after = [np.asarray(a) for a in jax.tree.leaves(state)]     # would raise if the buffers were donated
     assert all(np.array_equal(a, b) for a, b in zip(before, after))
     runner = ic.training._chunk_runner(step, batches.fn, True)     # the compiled chunk train used
     size = runner._cache_size()
     assert size >= 1
-    _, h2 = ic.train(step, state, batches, 16, eval_every=4, eval_fn=eval_fn)
+    _, h2 = ic.train(step, state, batches, 16, evaluate=ic.Evaluation(eval_fn, every=4))
     assert ic.training._chunk_runner(step, batches.fn, True) is runner and runner._cache_size() == size
     np.testing.assert_array_equal(h1["loss"], h2["loss"])
 
 
 def test_meta_takes_numpy_numbers_and_refuses_what_json_cannot_hold(tmp_path):
     step, state, batches, eval_fn, key = problem()
-    args = dict(checkpoint_path=tmp_path / "m.npz", key=key, eval_every=EVAL_EVERY)
-    ic.train(step, state, batches, 8, meta={"lr": np.float32(0.5), "K": np.int64(3)}, **args)
+    ck = ic.Checkpointing(tmp_path / "m.npz", key=key)
+    args = dict(evaluate=ic.Evaluation(every=EVAL_EVERY))
+    ic.train(step, state, batches, 8, checkpoint=ck._replace(meta={"lr": np.float32(0.5), "K": np.int64(3)}), **args)
     assert ic.load_checkpoint(tmp_path / "m.npz", state).meta["user"] == {"lr": 0.5, "K": 3}
     for bad in ({"lr": float("nan")}, {"f": print}, ["lr", 0.5]):
         with pytest.raises(ValueError, match="meta must"):
-            ic.train(step, state, batches, 8, meta=bad, **dict(args, checkpoint_path=tmp_path / "n.npz"))
+            ic.train(step, state, batches, 8, checkpoint=ck._replace(path=tmp_path / "n.npz", meta=bad), **args)
     assert not (tmp_path / "n.npz").exists()
 
 

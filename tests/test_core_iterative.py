@@ -177,7 +177,7 @@ def test_train_chunks_match_one_scan_and_record_evals():
     opt = optax.sgd(0.004)
     step = ic.make_il_step(MODEL.apply, ic.squared_error, opt, K=4)
     eval_fn = ic.make_il_eval(MODEL.apply, {"train": (X, Y)}, {"rmse": ic.rmse})
-    s1, h1 = ic.train(step, ic.init_il_state(params, opt), ic.full_batch(X, Y), 30, eval_fn=eval_fn, eval_every=7)
+    s1, h1 = ic.train(step, ic.init_il_state(params, opt), ic.full_batch(X, Y), 30, evaluate=ic.Evaluation(eval_fn, every=7))
     s2, h2 = ic.train(step, ic.init_il_state(params, opt), (X, Y), 30)
     np.testing.assert_allclose(h1["loss"], h2["loss"], rtol=1e-12)
     assert h1["loss"].shape == (30,)
@@ -214,8 +214,8 @@ def first_nonfinite(per_step):
 @pytest.mark.parametrize("L,eval_every,n", [(1, 5, 23), (3, 6, 20), (5, 5, 23), (4, None, 10), (4, 8, 3)])
 def test_loss_every_records_block_means_and_the_exact_divergence_step(L, eval_every, n):
     step, t0 = counting_step([7, 100])
-    _, per = ic.train(step, t0, None, n, eval_every=eval_every, on_nonfinite="ignore")
-    _, blk = ic.train(step, t0, None, n, eval_every=eval_every, on_nonfinite="ignore", loss_every=L)
+    _, per = ic.train(step, t0, None, n, evaluate=ic.Evaluation(every=eval_every), on_nonfinite="ignore")
+    _, blk = ic.train(step, t0, None, n, evaluate=ic.Evaluation(every=eval_every, loss_every=L), on_nonfinite="ignore")
     assert per["loss_every"] == 1 and blk["loss_every"] == L and per["loss"].shape == (n, 2)
     expected = np.stack([per["loss"][j:j + L].astype(np.float64).mean(axis=0) for j in range(0, n, L)])
     np.testing.assert_allclose(blk["loss"], expected, rtol=1e-6)  # NaN where a block holds a NaN
@@ -228,27 +228,28 @@ def test_loss_every_bad_values_raise():
     step, t0 = counting_step([100])
     for bad in (0, -2, 2.5):
         with pytest.raises(ValueError, match="loss_every"):
-            ic.train(step, t0, None, 10, loss_every=bad)
+            ic.train(step, t0, None, 10, evaluate=ic.Evaluation(loss_every=bad))
     with pytest.raises(ValueError, match="multiple of loss_every"):
-        ic.train(step, t0, None, 10, eval_every=5, loss_every=3)
+        ic.train(step, t0, None, 10, evaluate=ic.Evaluation(every=5, loss_every=3))
 
 
 def test_loss_every_survives_checkpoint_and_resume(tmp_path):
     """Block means and the first non-finite step per run are kept across a resume: run 0 diverges
     before the interruption at step 12, run 1 after it."""
     step, t0 = counting_step([7, 15])
-    kw = dict(checkpoint_every=6, eval_every=3, loss_every=3, on_nonfinite="ignore")
-    _, whole = ic.train(step, t0, None, 20, checkpoint_path=tmp_path / "a.npz", **kw)
-    ic.train(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz", stop_at=12, **kw)
-    _, resumed = ic.train(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz", **kw)
+    kw = dict(evaluate=ic.Evaluation(every=3, loss_every=3), on_nonfinite="ignore")
+    _, whole = ic.train(step, t0, None, 20, checkpoint=ic.Checkpointing(tmp_path / "a.npz", every=6), **kw)
+    ic.train(step, t0, None, 20, checkpoint=ic.Checkpointing(tmp_path / "b.npz", every=6, stop_at=12), **kw)
+    _, resumed = ic.train(step, t0, None, 20, checkpoint=ic.Checkpointing(tmp_path / "b.npz", every=6), **kw)
     assert resumed["resumed_from"] == 12
     np.testing.assert_array_equal(resumed["loss"], whole["loss"])
     np.testing.assert_array_equal(resumed["nonfinite_at"], [7, 15])
     np.testing.assert_array_equal(whole["nonfinite_at"], [7, 15])
-    _, plain = ic.train(step, t0, None, 20, eval_every=3, on_nonfinite="ignore", loss_every=3)
+    _, plain = ic.train(step, t0, None, 20, evaluate=ic.Evaluation(every=3, loss_every=3), on_nonfinite="ignore")
     np.testing.assert_array_equal(whole["loss"], plain["loss"])
     with pytest.raises(ValueError, match="other settings"):  # a different loss_every is another run
-        ic.train(step, t0, None, 20, checkpoint_path=tmp_path / "b.npz", **dict(kw, loss_every=1))
+        ic.train(step, t0, None, 20, checkpoint=ic.Checkpointing(tmp_path / "b.npz", every=6),
+                 **dict(kw, evaluate=ic.Evaluation(every=3, loss_every=1)))
 
 
 def test_minibatches_cover_each_epoch_once():
@@ -264,8 +265,8 @@ def test_divergence_is_detected_not_plotted():
     opt = optax.sgd(50.0)  # far too large: the loss overflows
     step = ic.make_il_step(MODEL.apply, ic.squared_error, opt, K=1)
     with pytest.raises(ic.TrainingDiverged, match="non-finite at step"):
-        ic.train(step, ic.init_il_state(params, opt), (X, Y), 200, eval_every=50)
-    state, hist = ic.train(step, ic.init_il_state(params, opt), (X, Y), 200, eval_every=50, on_nonfinite="stop")
+        ic.train(step, ic.init_il_state(params, opt), (X, Y), 200, evaluate=ic.Evaluation(every=50))
+    state, hist = ic.train(step, ic.init_il_state(params, opt), (X, Y), 200, evaluate=ic.Evaluation(every=50), on_nonfinite="stop")
     assert hist["diverged_at"] is not None and np.all(np.isfinite(hist["loss"]))
     assert len(hist["loss"]) <= hist["diverged_at"]
 
@@ -282,8 +283,8 @@ def test_a_divergence_on_the_last_update_is_not_missed(n):
         assert ic.train(step, state, None, n)[1]["diverged_at"] is None
         return
     with pytest.raises(ic.TrainingDiverged, match="parameters .after the last update. became non-finite at step 5"):
-        ic.train(step, state, None, n, eval_every=3, on_nonfinite="raise")
-    final, hist = ic.train(step, state, None, n, eval_every=3, on_nonfinite="stop")
+        ic.train(step, state, None, n, evaluate=ic.Evaluation(every=3), on_nonfinite="raise")
+    final, hist = ic.train(step, state, None, n, evaluate=ic.Evaluation(every=3), on_nonfinite="stop")
     assert hist["diverged_at"] == 5 and np.all(np.isfinite(final["w"])) and len(hist["loss"]) == 3
     final, hist = ic.train(step, state, None, n, on_nonfinite="ignore")
     np.testing.assert_array_equal(hist["nonfinite_at"], [-1, 5])
@@ -314,7 +315,7 @@ def test_by_default_a_sweep_keeps_its_healthy_runs_and_names_the_one_that_diverg
     runs = [ic.init_il_state({"a": jnp.asarray(a)}, opt) for a in (0.5, 30.0, 0.5)]
     state = jax.tree.map(lambda *a: jnp.stack(a), *runs)
     with pytest.warns(RuntimeWarning, match=r"K=4 \(run 1 of 3\) became non-finite at step \d+"):
-        final, hist = ic.train(step, state, (x, y), 60, eval_every=20)
+        final, hist = ic.train(step, state, (x, y), 60, evaluate=ic.Evaluation(every=20))
     assert hist["nonfinite_at"][1] >= 0 and list(hist["nonfinite_at"][[0, 2]]) == [-1, -1]
     assert np.all(np.isfinite(hist["loss"][:, [0, 2]])) and not np.all(np.isfinite(hist["loss"][:, 1]))
     assert float(hist["loss"][-1, 0]) < 1e-3 * float(hist["loss"][0, 0])

@@ -1,5 +1,6 @@
 """The book layer of the chapter "When should the features be refreshed?": the comparison at equal
-numbers of feature updates against a hand computation, the generated verdict, the kernel movement."""
+numbers of feature updates against a hand computation, the counts of verdicts the chapter glues
+into its sentences, the kernel movement."""
 
 import math
 
@@ -33,15 +34,18 @@ def test_adaptive_runs_are_compared_with_the_fixed_curve_interpolated_in_log_upd
     assert rows["d-worse"]["fixed_accuracy"] == pytest.approx(0.92 + w * 0.01)
     assert rows["d-worse"]["verdict"] == "worse"
     assert rows["d-out"]["verdict"] == "outside" and math.isnan(rows["d-out"]["fixed_accuracy"])
-    sentence = refresh_rules.verdict_sentence(list(rows.values()), CFG.tie_images)
-    assert sentence.startswith("Of the 3 adaptive runs compared, 1 beat the fixed period")
-    assert "1 tie with it" in sentence and "1 fall behind it" in sentence
-    assert f"{100 * rows['g']['difference']:+.1f} points (g)" in sentence
+    counts = refresh_rules.verdict_counts(list(rows.values()))
+    assert {k: v for k, v in counts.items() if k not in ("best", "worst")} == {
+        "runs": 4, "compared": 3, "better": 1, "tied": 1, "worse": 1, "diverged": 0, "never": 0, "outside": 1}
+    assert counts["best"] is rows["g"] and counts["worst"] is rows["d-worse"]
 
 
-def test_no_comparable_run_says_so():
+def test_no_comparable_run_has_no_best_or_worst():
     rows = refresh_rules.compare_at_equal_updates(hist_of(FIXED + [("drift", "d", 9000, 0.9)]), CFG)
-    assert "none can be compared" in refresh_rules.verdict_sentence(rows, CFG.tie_images)
+    counts = refresh_rules.verdict_counts(rows)
+    assert counts["runs"] == counts["outside"] == 1 and counts["compared"] == 0
+    assert counts["best"] is None and counts["worst"] is None
+    assert refresh_rules.verdict_counts([])["runs"] == 0
 
 
 def test_kernel_movement_ignores_scale_and_sees_a_change_of_shape():
@@ -91,10 +95,11 @@ def test_losses_are_compared_in_log_loss_and_relative_difference():
     assert rows["d-tied"]["verdict"] == "tied"                  # 1.5% < 2%
     assert rows["d-never"]["verdict"] == "never refreshed"      # one linearisation: the K=inf run
     assert rows["d-nan"]["verdict"] == "diverged"
-    sentence = refresh_rules.verdict_sentence(list(rows.values()), tie_relative=SMALL.tie_relative)
-    assert sentence.startswith("Of the 2 adaptive runs compared, 0 beat")
-    assert "d-nan diverged" in sentence and "d-never never refreshed, so it is the K = ∞ run" in sentence
-    assert "within 2% of the fixed period's test error" in sentence and "negative is better" in sentence
+    counts = refresh_rules.verdict_counts(list(rows.values()))
+    assert (counts["runs"], counts["compared"], counts["better"], counts["tied"], counts["worse"]) == (4, 2, 0, 1, 1)
+    assert (counts["diverged"], counts["never"], counts["outside"]) == (1, 1, 0)
+    # a lower loss is better: the best row is the one of largest gain, the tied one here
+    assert counts["best"] is rows["d-tied"] and counts["worst"] is rows["g"]
 
 
 def test_a_lower_loss_is_better():
@@ -147,3 +152,10 @@ def test_drift_rule_cannot_fire_on_a_mean_field_student_with_zero_output_weights
     v0 = 0.1 * jax.random.normal(jax.random.key(3), problem["params0"]["v"].shape)
     started = dict(problem, params0={**problem["params0"], "v": v0})
     assert int(refresh_rules.run_small_problem(started, cfg)["updates"][-1, 1]) > 1
+
+
+def test_fixed_below_inf_lists_the_finite_periods_that_end_below_k_inf():
+    hist = hist_of([("fixed", "K=∞", 1, 0.85), ("fixed", "K=1000", 3, 0.80), ("fixed", "K=1", 3000, 0.93),
+                    ("geometric", "g", 10, 0.5)])
+    assert refresh_rules.fixed_below_inf(hist) == ["K=1000"]
+    assert refresh_rules.fixed_below_inf(hist_of(FIXED)) == []

@@ -21,8 +21,7 @@ def run(path, lr=0.05, K=3, batch=8, damping=0.0, scale=1.0, stop_at=None):
     opt = optax.sgd(lr)
     step = ic.make_il_step(MODEL.apply, ic.squared_error, opt, K, damping=damping)
     state = ic.init_il_state(MODEL.init(jax.random.key(2)), opt)
-    return ic.train(step, state, ic.minibatches(KEY, x, y, batch), 12, eval_every=4, checkpoint_path=path,
-                    key=KEY, stop_at=stop_at, progress="off")
+    return ic.train(step, state, ic.minibatches(KEY, x, y, batch), 12, evaluate=ic.Evaluation(every=4), checkpoint=ic.Checkpointing(path, key=KEY, stop_at=stop_at), progress="off")
 
 
 @pytest.mark.parametrize("change, what", [

@@ -132,8 +132,8 @@ def test_one_device_is_the_unsharded_program():
     assert ic.describe_mesh("auto").endswith("(no sharding)")
     assert ic.padded_runs(3, None) == 3 and ic.padded_runs(3, ic.run_mesh()) == 3
     step, state, batches, eval_fn = worker.toy_sweep()
-    a = ic.train(step, state, batches, 20, eval_fn=eval_fn, eval_every=10, progress="off", mesh=None)[1]
-    b = ic.train(step, state, batches, 20, eval_fn=eval_fn, eval_every=10, progress="off")[1]
+    a = ic.train(ic.on_devices(step, None), state, batches, 20, evaluate=ic.Evaluation(eval_fn, every=10), progress="off")[1]
+    b = ic.train(step, state, batches, 20, evaluate=ic.Evaluation(eval_fn, every=10), progress="off")[1]
     np.testing.assert_array_equal(a["loss"], b["loss"])
 
 
@@ -151,7 +151,7 @@ def test_a_bad_mesh_is_refused_in_a_sentence(mesh):
         sharding.resolve_mesh(mesh)
     step, state, batches, _ = worker.toy_sweep()
     with pytest.raises(ValueError, match="mesh must be 'auto'"):
-        ic.train(step, state, batches, 2, progress="off", mesh=mesh)
+        ic.train(ic.on_devices(step, mesh), state, batches, 2, progress="off")
 
 
 def test_padding_and_placing_check_their_runs():

@@ -22,14 +22,13 @@ import argparse
 import contextlib
 import math
 import statistics
-import time
 
 import jax
 import optax
 
 import itlin_core as ic
 
-from .common import machine_line
+from .common import interleaved_seconds, machine_line
 
 
 def make_steps(batch: int = 256, seed: int = 0):
@@ -142,42 +141,31 @@ def mesh_bench(devices: int = 2, batch: int = 64, width: int = 8, rounds: int = 
     x, y = jax.random.normal(kx, (4 * batch, 32, 32, 3)), jax.random.randint(ky, (4 * batch,), 0, 10)
     batches = ic.minibatches(jax.random.key(seed + 2), x, y, batch)
     meshes = {"1 device": None, f"{devices} devices": ic.run_mesh(jax.devices()[:devices])}
-    run = lambda mesh: ic.train(step, state, batches, steps, progress="off", mesh=mesh)
-    times = {k: [] for k in meshes}
+    run = lambda mesh: ic.train(ic.on_devices(step, mesh), state, batches, steps, progress="off")
     for mesh in meshes.values():
         run(mesh)                                          # compile
-    names = list(meshes)
-    for r in range(rounds):
-        for k in names[r % 2:] + names[:r % 2]:
-            t0 = time.perf_counter()
-            jax.block_until_ready(run(meshes[k])[0])
-            times[k].append((time.perf_counter() - t0) / steps)
+    times = interleaved_seconds({k: (lambda m=m: run(m)[0]) for k, m in meshes.items()}, rounds, per=steps)
     out = {k: statistics.median(v) for k, v in times.items()}
-    out["speed-up"] = statistics.median(a / b for a, b in zip(times["1 device"], times[names[1]]))
+    out["speed-up"] = statistics.median(a / b for a, b in zip(times["1 device"], times[list(meshes)[1]]))
     return out
-
-
-def time_steps(fn, carry, b, n):
-    t0 = time.perf_counter()
-    for _ in range(n):
-        carry, out = fn(carry, b)
-    jax.block_until_ready((carry, out))
-    return (time.perf_counter() - t0) / n, carry
 
 
 def interleaved(fns: dict, carries: dict, b, rounds: int, steps: int) -> dict:
     """Seconds per step of each ``fn(carry, b) -> (carry, out)``, timed in interleaved blocks
     (after two warm-up steps each) so that machine load affects all alike: ``{name: [one time
     per round]}``."""
+    def advance(k, n):
+        def go():
+            carry, out = carries[k], None
+            for _ in range(n):
+                carry, out = fns[k](carry, b)
+            carries[k] = carry
+            return carry, out
+        return go
+
     for k in fns:
-        _, carries[k] = time_steps(fns[k], carries[k], b, 2)
-    times = {k: [] for k in fns}
-    names = list(fns)
-    for r in range(rounds):   # each round starts with the next function: no place in the order is favoured
-        for k in names[r % len(names):] + names[:r % len(names)]:
-            t, carries[k] = time_steps(fns[k], carries[k], b, steps)
-            times[k].append(t)
-    return times
+        jax.block_until_ready(advance(k, 2)())
+    return interleaved_seconds({k: advance(k, steps) for k in fns}, rounds, per=steps)
 
 
 def mean_field_bench(n: int = 500, width: int = 5000, d: int = 10, rounds: int = 5, steps: int = 3) -> dict:
@@ -261,12 +249,7 @@ def ntk_bench(rounds: int = 3, methods=("auto", "contraction", "ntvp", "jacobian
                     raise AssertionError(f"{label}, outputs={mode}: method {m} disagrees with {names[0]}")
             for f in fns.values():         # one more untimed call each: no timed round is a warm-up
                 jax.block_until_ready(f(params, x))
-            times, order = {m: [] for m in fns}, list(fns)
-            for r in range(rounds):        # each round starts with the next function, as in interleaved
-                for m in order[r % len(order):] + order[:r % len(order)]:
-                    t0 = time.perf_counter()
-                    jax.block_until_ready(fns[m](params, x))
-                    times[m].append(time.perf_counter() - t0)
+            times = interleaved_seconds({m: (lambda f=f: f(params, x)) for m, f in fns.items()}, rounds)
             row[mode] = {m: statistics.median(v) for m, v in times.items()}
         out[label] = row
     return out

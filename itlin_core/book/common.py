@@ -147,25 +147,46 @@ def proxy_outputs(apply_fn, states, x):
     return jax.jit(jax.vmap(one))(states)
 
 
-def glue(name: str, value, *, markdown: bool = False):
+def glue(name: str, value):
     """Store ``value`` under ``name`` for the chapter's prose without showing it (myst-nb's
-    ``glue``): ``{glue:text}`name:.3f``` pastes a number, ``{glue:md}`name``` a sentence glued with
-    ``markdown=True`` (as ``text/markdown``, so it carries no quotes). So the rendered text always
-    matches the run at the preset it was built with. Where myst-nb is not installed (Colab), the
-    value is not stored anywhere and nothing happens. Returns ``value``."""
+    ``glue``): ``{glue:text}`name:.3f``` pastes a number, ``{glue:text}`name``` a label. Only
+    values are glued: the sentences around them are written by hand in the Markdown cells, and
+    a comparison they make is asserted by a check cell. So the rendered text always matches the
+    run at the preset it was built with. Where myst-nb is not installed (Colab), the value is not
+    stored anywhere and nothing happens. Returns ``value``."""
     try:
         from myst_nb import glue as _glue
     except ImportError:
         return value
     if isinstance(value, np.generic):
         value = value.item()   # np.float64(0.5) would paste as its repr, which no format spec reads
-    if markdown:
-        from IPython.display import Markdown
-        _glue(name, Markdown(str(value)), display=False)
-    else:
-        _glue(name, value, display=False)
+    _glue(name, value, display=False)
     return value
 
 
-__all__ = ["PRESETS", "default_preset", "get_preset", "preset_line", "per_preset", "RULE_SPEC", "parse_rule",
+def interleaved_seconds(calls: dict, rounds: int, per: int = 1) -> dict:
+    """``{name: [seconds per unit, one per round]}`` for each ``calls[name]()`` (which must return
+    the arrays it computes, so that the time covers the work: it is blocked on), timed in
+    ``rounds`` rounds that each start with the next name, so that no place in the order is
+    favoured and machine load affects all alike; ``per`` divides each time (e.g. steps per call).
+    Compile (call once) before timing. The book's one timing loop.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from itlin_core.book.common import interleaved_seconds
+      >>> t = interleaved_seconds({"add": lambda: jnp.ones(3) + 1, "mul": lambda: jnp.ones(3) * 2}, rounds=3)
+      >>> sorted(t), [len(v) for v in t.values()], all(s > 0 for v in t.values() for s in v)
+      (['add', 'mul'], [3, 3], True)
+    """
+    import time
+    names, times = list(calls), {k: [] for k in calls}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            t0 = time.perf_counter()
+            jax.block_until_ready(calls[k]())
+            times[k].append((time.perf_counter() - t0) / per)
+    return times
+
+
+__all__ = ["interleaved_seconds", "PRESETS", "default_preset", "get_preset", "preset_line", "per_preset", "RULE_SPEC", "parse_rule",
            "rule_family", "k_label", "k_text", "feature_updates", "proxy_outputs", "glue"]

@@ -125,8 +125,8 @@ def run_digits_sweep(cfg: DigitsConfig, Ks: Sequence | None = None, progress=Non
 
     batches = ic.minibatches(jax.random.key(cfg.seed + 2), xtr, ytr, cfg.batch_size)
     states, hist = ic.train(step, ic.replicate(ic.init_il_state(params0, opt), len(Ks)), batches, cfg.steps,
-                         eval_fn=jax.vmap(eval_fn), eval_every=cfg.eval_every, progress=progress,
-                         desc=f"digits: IL sweep over {len(Ks)} values of K")
+                         evaluate=ic.Evaluation(jax.vmap(eval_fn), every=cfg.eval_every),
+                         progress=ic.Progress(progress, f"digits: IL sweep over {len(Ks)} values of K"))
     hist.update(Ks=Ks, state=states, params0=params0, model=model, data=data)
     hist["feature_updates"] = feature_updates(Ks, [cfg.steps])[0]
     hist["n_params"] = ic.count_params(params0)

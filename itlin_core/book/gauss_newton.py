@@ -74,7 +74,8 @@ def run_regimes(cfg: RegimesConfig, progress=None) -> dict:
     opt = optax.sgd(lr)
     step, _ = ic.make_il_sweep_step(model.apply, ic.squared_error, opt, Ks)
     states, _ = ic.train(step, ic.replicate(ic.init_il_state(params0, opt), len(Ks)), ic.full_batch(x, y), cfg.steps,
-                         eval_every=max(1, cfg.steps // 20), progress=progress, desc="IL to convergence, all K")
+                         evaluate=ic.Evaluation(every=max(1, cfg.steps // 20)),
+                         progress=ic.Progress(progress, "IL to convergence, all K"))
     errors = jax.vmap(ic.rmse, in_axes=(0, None))
     f_il, train_il = proxy_outputs(model.apply, states, xt)[..., 0], errors(proxy_outputs(model.apply, states, x), y)
     lams = np.asarray(cfg.damping_factors) * lam_max

@@ -107,7 +107,7 @@ def scale_table_markdown(chapter: str, preset: str = "colab") -> str:
     return "\n".join(lines)
 
 
-#: How :func:`scale_reason` words a setting that differs from the paper's, in this order:
+#: How :func:`scale_differences` words a setting that differs from the paper's, in this order:
 #: ``field -> (test(value here, paper's value), words)``; ``None`` is the paper's default.
 _REASONS = {
     "steps": (lambda a, b: a < b, "far fewer steps"),
@@ -132,15 +132,6 @@ def scale_differences(chapter: str, preset: str) -> str:
     if not found:
         return "none"
     return found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
-
-
-def scale_reason(chapter: str, preset: str) -> str:
-    """The sentence a verdict table can end with when a claim does not reproduce at ``preset``:
-    :func:`scale_differences` as a sentence."""
-    listed = scale_differences(chapter, preset)
-    if listed == "none":
-        return "The settings shown are the paper's."
-    return f"The likely reasons are the settings that differ from the paper's (the scale table): {listed}."
 
 
 def follows_rule(colab: ImageRunConfig, paper: ImageRunConfig) -> bool:
@@ -336,19 +327,14 @@ def results_summary(chapter: str, results, source) -> str:
     return "\n".join(lines)
 
 
-def recorded_sentence(results, preset: str) -> str:
-    """One sentence for a chapter's note on scale: how long the shown run took and where, or
-    that nothing is recorded (``results`` from :func:`chapter_results`, ``preset`` from
-    :func:`shown_preset`)."""
-    if results is None:
-        return ("**No run of this chapter has been recorded yet.** The colab budget of about an hour is a target "
-                "for the settings, not a measurement.")
-    if any(r["stand_in"] for r in results.values()):
-        return (f"At the `{preset}` preset the chapter trains tiny runs on stand-in images; their times say "
-                "nothing about CIFAR10.")
-    minutes = sum(float(r["seconds"]) for r in results.values()) / 60
-    return (f"The curves shown come from a `{preset}` run: its run groups trained for {minutes:.0f} minutes in "
-            "all (each group's time is printed above with its source).")
+def recorded_numbers(results) -> dict:
+    """The numbers a chapter's note on scale glues (``results`` from :func:`chapter_results`):
+    ``groups`` (run groups shown; 0 when nothing is recorded), ``minutes`` (their training time
+    in all) and ``stand_in`` (how many of them trained on stand-in images, as at ``smoke``)."""
+    results = results or {}
+    return {"groups": len(results),
+            "minutes": sum(float(r["seconds"]) for r in results.values()) / 60,
+            "stand_in": sum(bool(r["stand_in"]) for r in results.values())}
 
 
 def survives_round_trip(chapter: str, results) -> bool:
@@ -361,5 +347,5 @@ def survives_round_trip(chapter: str, results) -> bool:
 
 
 __all__ = ["MODULES", "CHAPTERS", "RECORDED_PRESETS", "shown_preset", "run_groups", "missing_groups",
-           "scale_table", "scale_table_markdown", "scale_differences", "scale_reason", "follows_rule", "rule_table", "run_chapter", "provenance",
-           "chapter_results", "computed_on", "results_summary", "COMPILE_EVENTS", "peak_device_bytes", "measured_costs", "cost_line", "recorded_sentence", "survives_round_trip"]
+           "scale_table", "scale_table_markdown", "scale_differences", "follows_rule", "rule_table", "run_chapter", "provenance",
+           "chapter_results", "computed_on", "results_summary", "COMPILE_EVENTS", "peak_device_bytes", "measured_costs", "cost_line", "recorded_numbers", "survives_round_trip"]

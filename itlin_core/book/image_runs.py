@@ -385,12 +385,12 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
                                        params0, probe_data, curvature_data))
     states = ic.replicate(ic.init_il_state(params0, opt), len(runs))
     desc = desc or f"{cfg.model} on {cfg.dataset}: {len(runs)} run(s)"
-    checkpointing = {} if checkpoint_path is None else dict(
-        checkpoint_path=checkpoint_path, checkpoint_every=checkpoint_every or 10 * cfg.eval_every, key=key,
-        stop_at=stop_at, meta={"config": cfg.as_dict(), "stand_in": bool(data.get("stand_in"))})
-    states, hist = ic.train(step, states, batches, cfg.steps, eval_fn=eval_fn, eval_every=cfg.eval_every,
-                            progress=progress, desc=desc, on_nonfinite="ignore", loss_every=cfg.eval_every,
-                            mesh=mesh, **checkpointing)
+    checkpoint = None if checkpoint_path is None else ic.Checkpointing(
+        checkpoint_path, every=checkpoint_every or 10 * cfg.eval_every, key=key, stop_at=stop_at,
+        meta={"config": cfg.as_dict(), "stand_in": bool(data.get("stand_in"))})
+    states, hist = ic.train(ic.on_devices(step, mesh), states, batches, cfg.steps,
+                            evaluate=ic.Evaluation(eval_fn, every=cfg.eval_every, loss_every=cfg.eval_every),
+                            checkpoint=checkpoint, on_nonfinite="ignore", progress=ic.Progress(progress, desc))
     hist.update(config=cfg, state=states, params0=params0, apply_fn=model.apply, n_params=ic.count_params(params0),
                 n_train=len(y_tr), n_eval=n_eval, stand_in=bool(data.get("stand_in", False)))
     return hist

@@ -70,8 +70,9 @@ def run_kernel_evolution(cfg: KernelEvolutionConfig, progress=None) -> dict:
                     "train_rmse": ic.rmse(apply(state.params, x), y), "relative_param_change": change}
 
         step = ic.make_il_step(apply, ic.squared_error, opt, K=1)
-        _, hist = ic.train(step, ic.init_il_state(params0, opt), ic.full_batch(x, y), cfg.steps, eval_fn=eval_fn,
-                           eval_every=cfg.eval_every, progress=progress, desc=f"alpha={alpha:g}")
+        _, hist = ic.train(step, ic.init_il_state(params0, opt), ic.full_batch(x, y), cfg.steps,
+                           evaluate=ic.Evaluation(eval_fn, every=cfg.eval_every),
+                           progress=ic.Progress(progress, f"alpha={alpha:g}"))
         for k in rows:
             rows[k].append(hist[k])
         out["eval_step"] = hist["eval_step"]

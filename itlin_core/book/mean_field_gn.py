@@ -15,7 +15,7 @@ import itlin_core as ic
 
 from .._progress import progress_bar
 from ..mean_field import hidden_features
-from .common import per_preset
+from .common import interleaved_seconds, per_preset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -373,7 +373,6 @@ def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: 
     that the machine's load affects both alike: ``{"gn": s, "gd": s, "ratio": median per-round
     GN / GD}``."""
     import statistics
-    import time
     data = teacher_student_problem(cfg) if data is None else data
     x, y = data["x_train"], data["y_train"]
     net = ic.mean_field_net(cfg.d, cfg.width, 1.0, cfg.activation, cfg.beta)
@@ -384,12 +383,7 @@ def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: 
         step = method_step(cfg, name, net, x, y)
         runs[name] = jax.jit(lambda p, step=step, lr=lr: jax.lax.fori_loop(0, steps, lambda i, q: step(q, lr), p))
         jax.block_until_ready(runs[name](p0))                  # compile
-    times = {k: [] for k in runs}
-    for r in range(rounds):
-        for k in (["gn", "gd"] if r % 2 == 0 else ["gd", "gn"]):
-            t0 = time.perf_counter()
-            jax.block_until_ready(runs[k](p0))
-            times[k].append((time.perf_counter() - t0) / steps)
+    times = interleaved_seconds({k: (lambda k=k: runs[k](p0)) for k in ("gn", "gd")}, rounds, per=steps)
     return {"gn": statistics.median(times["gn"]), "gd": statistics.median(times["gd"]),
             "ratio": statistics.median(a / b for a, b in zip(times["gn"], times["gd"]))}
 

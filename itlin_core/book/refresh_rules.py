@@ -18,7 +18,7 @@ import optax
 import itlin_core as ic
 
 from .common import per_preset
-from .rules import compare_at_equal_updates, never_refreshed, refresh_shares, verdict_sentence  # noqa: F401
+from .rules import compare_at_equal_updates, never_refreshed, refresh_shares, verdict_counts  # noqa: F401
 from .digits_cnn import _digits_optimizer, digits_config, digits_data
 from .mean_field_gn import TeacherStudentConfig, teacher_student_config
 from .xor_features import XORConfig, xor_config, xor_setup
@@ -151,9 +151,10 @@ def run_small_problem(problem: dict, cfg: SmallRefreshConfig, progress=None) -> 
         return out
 
     states, hist = ic.train(step, ic.replicate(ic.init_il_state(problem["params0"], opt), len(runs)),
-                            ic.full_batch(x, y), steps, eval_fn=jax.vmap(eval_fn),
-                            eval_every=max(1, steps // cfg.n_evals), progress=progress, on_nonfinite="ignore",
-                            desc=f"{problem['name']}: {len(runs)} relinearisation rules")
+                            ic.full_batch(x, y), steps,
+                            evaluate=ic.Evaluation(jax.vmap(eval_fn), every=max(1, steps // cfg.n_evals)),
+                            on_nonfinite="ignore",
+                            progress=ic.Progress(progress, f"{problem['name']}: {len(runs)} relinearisation rules"))
     hist.update(labels=[label for _, label, _ in runs], families=[fam for fam, _, _ in runs], rules=rules,
                 state=states, name=problem["name"], error_name=problem["error_name"])
     return hist
@@ -206,8 +207,8 @@ def run_refresh(cfg: RefreshConfig, progress=None, data: dict | None = None, dig
 
     batches = ic.minibatches(jax.random.key(dcfg.seed + 2), data["x_train"], data["y_train"], dcfg.batch_size)
     states, hist = ic.train(step, ic.replicate(ic.init_il_state(params0, opt), len(runs)), batches, cfg.steps,
-                            eval_fn=jax.vmap(eval_fn), eval_every=cfg.eval_every, progress=progress,
-                            desc=f"digits: {len(runs)} relinearisation rules")
+                            evaluate=ic.Evaluation(jax.vmap(eval_fn), every=cfg.eval_every),
+                            progress=ic.Progress(progress, f"digits: {len(runs)} relinearisation rules"))
     hist.update(labels=[label for _, label, _ in runs], families=[fam for fam, _, _ in runs], rules=rules,
                 state=states, n_params=ic.count_params(params0), n_test=int(len(yte)))
     return hist
@@ -222,19 +223,14 @@ def kernel_movement(ntk: np.ndarray) -> dict:
     return {"from_init": d0, "per_interval": step}
 
 
-def fixed_note(hist: dict) -> str:
-    """A sentence on the fixed periods that end below ``K = inf`` (the reference curve's dips), or
-    that none does."""
+def fixed_below_inf(hist: dict) -> list:
+    """The labels of the finite fixed periods whose final test accuracy is below that of
+    ``K = inf`` (the dips of the reference curve)."""
     acc, fam, labels = hist["test_accuracy_proxy"][-1], np.asarray(hist["families"]), hist["labels"]
     i_inf = labels.index("K=∞")
-    below = [labels[i] for i in np.where(fam == "fixed")[0] if i != i_inf and acc[i] < acc[i_inf]]
-    if not below:
-        return "Every finite fixed period ends above K = ∞."
-    return (f"At this budget {', '.join(below)} {'ends' if len(below) == 1 else 'end'} below K = ∞ "
-            f"({', '.join(f'{100 * acc[labels.index(b)]:.1f}%' for b in below)} against {100 * acc[i_inf]:.1f}%), "
-            "which pulls the fixed curve down between its neighbours.")
+    return [labels[i] for i in np.where(fam == "fixed")[0] if i != i_inf and acc[i] < acc[i_inf]]
 
 
 __all__ = ["RefreshConfig", "REFRESH", "refresh_config", "rules_of", "drift_on", "run_refresh", "kernel_movement",
-           "fixed_note", "SmallRefreshConfig", "SMALL", "small_refresh_config", "xor_refresh_problem",
+           "fixed_below_inf", "SmallRefreshConfig", "SMALL", "small_refresh_config", "xor_refresh_problem",
            "teacher_student_refresh_problem", "run_small_problem"]

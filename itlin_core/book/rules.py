@@ -58,36 +58,19 @@ def compare_at_equal_updates(hist: dict, cfg, metric: str = "test_accuracy_proxy
     return rows
 
 
-def _difference_text(row: dict) -> str:
-    if row["unit"] == "points":
-        return f"{100 * row['difference']:+.1f} points ({row['label']})"
-    return f"{100 * row['difference']:+.0f}% ({row['label']})"
-
-
-def verdict_sentence(rows: list, tie_images: int | None = None, *, tie_relative: float | None = None) -> str:
-    """One sentence that says what wins at equal numbers of updates, generated from ``rows``
-    (:func:`compare_at_equal_updates`); name the tie used there: ``tie_images`` for accuracies,
-    ``tie_relative`` for losses."""
+def verdict_counts(rows: list) -> dict:
+    """How many rows of :func:`compare_at_equal_updates` got each verdict, for a chapter's
+    hand-written sentence under its comparison: ``runs`` (all adaptive runs), ``better``,
+    ``tied``, ``worse``, their sum ``compared``, ``diverged``, ``never`` (never refreshed) and
+    ``outside``; and ``best`` and ``worst``, the compared rows of largest and smallest ``gain``
+    (``None`` when no run is compared)."""
+    count = lambda v: sum(r["verdict"] == v for r in rows)
     inside = [r for r in rows if r["verdict"] in ("better", "tied", "worse")]
-    diverged = [r["label"] for r in rows if r["verdict"] == "diverged"]
-    never = [r["label"] for r in rows if r["verdict"] == "never refreshed"]
-    notes = ([f"{', '.join(diverged)} diverged"] if diverged else []) + (
-        [f"{', '.join(never)} never refreshed, so {'it is' if len(never) == 1 else 'each is'} the K = ∞ run"]
-        if never else [])
-    tail = f" ({'; '.join(notes)})" if notes else ""
-    if not inside:
-        return ("No adaptive run refreshed the features a number of times inside the fixed periods' range, so "
-                f"none can be compared{tail}.")
-    counts = {v: sum(r["verdict"] == v for r in inside) for v in ("better", "tied", "worse")}
-    best = max(inside, key=lambda r: r["gain"])
-    worst = min(inside, key=lambda r: r["gain"])
-    within = (f"{tie_images} test images" if tie_relative is None else f"{100 * tie_relative:g}% of the fixed period's test error")
-    head = (f"Of the {len(inside)} adaptive runs compared, {counts['better']} beat the fixed period at the same "
-            f"number of updates, {counts['tied']} tie with it (within {within}) and "
-            f"{counts['worse']} fall behind it")
-    what = ("the differences" if inside[0]["unit"] == "points"
-            else "the relative differences in test error (negative is better)")
-    return f"{head}{tail}; {what} range from {_difference_text(worst)} to {_difference_text(best)}."
+    return {"runs": len(rows), "better": count("better"), "tied": count("tied"), "worse": count("worse"),
+            "compared": len(inside), "diverged": count("diverged"), "never": count("never refreshed"),
+            "outside": count("outside"),
+            "best": max(inside, key=lambda r: r["gain"]) if inside else None,
+            "worst": min(inside, key=lambda r: r["gain"]) if inside else None}
 
 
 def never_refreshed(hist: dict, family: str = "drift") -> list:
@@ -109,4 +92,4 @@ def refresh_shares(hist: dict, by_step: int, family: str = "drift") -> dict:
     return out
 
 
-__all__ = ["compare_at_equal_updates", "verdict_sentence", "never_refreshed", "refresh_shares"]
+__all__ = ["compare_at_equal_updates", "verdict_counts", "never_refreshed", "refresh_shares"]

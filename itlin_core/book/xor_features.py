@@ -72,8 +72,8 @@ def run_xor(cfg: XORConfig, progress=None) -> dict:
     step, _ = ic.make_il_sweep_step(model.apply, ic.squared_error, opt, Ks)
     # a large-K run may diverge after a refresh; it is recorded (NaN) and reported as not converged
     states, _ = ic.train(step, ic.replicate(ic.init_il_state(params0, opt), len(Ks)), ic.full_batch(x, y),
-                         cfg.steps, eval_every=max(1, cfg.steps // 20), progress=progress, on_nonfinite="ignore",
-                         desc="IL on XOR, all K")
+                         cfg.steps, evaluate=ic.Evaluation(every=max(1, cfg.steps // 20)), on_nonfinite="ignore",
+                         progress=ic.Progress(progress, "IL on XOR, all K"))
     # the default kernel method ("auto": per-example Jacobians, contracted) is the fastest here
     iterate = ic.sharded_vmap(lambda lam: ic.gn_iterate(model.apply, params0, x, y, cfg.gn_iterations, damping=lam))
     gn_params = iterate(np.asarray(cfg.damping_factors) * lam_max)
