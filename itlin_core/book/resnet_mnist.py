@@ -29,6 +29,9 @@ LAPTOP_FIG1_LRS = (1e-2, 1e-3)
 #: step, and K = 10 diverged at step 160. At 2e-3, 2 / lr = 1,000; the record measures the
 #: curvature at every evaluation. Chosen from the curvature, never from test accuracy.
 LAPTOP_MNIST_LR = 2e-3
+#: The laptop scale of the two CIFAR10 groups of the workshop paper's Fig. 1: a training subset of
+#: 2,000 images, which the width-8 LeNet-50 fits within a CPU budget.
+CIFAR_SUBSET = dict(LAPTOP, n_train=2000)
 
 
 def runs(preset: str) -> dict:
@@ -43,8 +46,12 @@ def runs(preset: str) -> dict:
                 # matches the paper's K = 10, 100, 1,000 at 1e-4
                 "mnist_lr1e-4": group(dataset="mnist", lr=LAPTOP_MNIST_LR, Ks=(1, 5, 50, None), steps=20_000,
                                       eval_every=500, curvature_batch=256, **dict(LAPTOP, n_train=None, n_eval=5000)),
-                "cifar_lr1e-4": group(lr=high, Ks=(1, 2, 5, 10), steps=4000, eval_every=100, **LAPTOP),
-                "cifar_lr1e-5": group(lr=low, Ks=(1, 10, 100, 1000), steps=4000, eval_every=100, **LAPTOP)}
+                # CIFAR10 on the 2,000-image subset the first CIFAR10 chapter's laptop groups fit (the claims
+                # are about trained networks); the lower rate runs six times longer, long enough for K = 1 to
+                # fit its images (judged from that chapter's K = 1 at 2e-3, which passed 90% training
+                # accuracy at step 10,500), as the paper's 1e-5 runs are longer than its 1e-4 runs
+                "cifar_lr1e-4": group(lr=high, Ks=(1, 2, 5, 10), steps=4000, eval_every=100, **CIFAR_SUBSET),
+                "cifar_lr1e-5": group(lr=low, Ks=(1, 10, 100, 1000), steps=24_000, eval_every=500, **CIFAR_SUBSET)}
     if preset == "smoke":
         base = dict(steps=20, eval_every=10, **dict(SMOKE, width=4))
         return {"fig10_plain": group(model="resnet18", Ks=(1, 10), lr=1e-3, **base),
@@ -218,4 +225,4 @@ def claims(results) -> list:
               "K=1's accuracy", final, "cifar_lr1e-5", big_k_reaches)])
 
 
-__all__ = ["FIG1", "HAS_LAPTOP", "LAPTOP_FIG1_LRS", "LAPTOP_MNIST_LR", "claims", "runs", "diverged_runs", "resnet_accuracy_with_and_without_batchnorm", "accuracy_against_k_mnist_and_cifar"]
+__all__ = ["FIG1", "HAS_LAPTOP", "LAPTOP_FIG1_LRS", "LAPTOP_MNIST_LR", "CIFAR_SUBSET", "claims", "runs", "diverged_runs", "resnet_accuracy_with_and_without_batchnorm", "accuracy_against_k_mnist_and_cifar"]
