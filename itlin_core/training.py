@@ -321,10 +321,11 @@ def train(step: Callable, state, batches, num_steps: int, *, evaluate: Evaluatio
       [1.0, 0.5, 0.25]
     """
     plan = _plan(step, num_steps, evaluate, checkpoint, on_nonfinite, progress)
-    state, start, history = _resume(plan, step, state, _as_source(batches))
+    source = _as_source(batches)
+    state, start, history = _resume(plan, step, state, source)
     if history.done:
         return state, history.result(plan, start)
-    runner = _Runner(plan, step, state, _as_source(batches), history, start)
+    runner = _Runner(plan, step, state, source, history, start)
     bar = progress_bar(plan.end - start, plan.label, plan.mode) if plan.end > start else None
     at = start
     try:
