@@ -27,7 +27,7 @@ from typing import Sequence
 
 import jax
 
-from . import cifar_damping, cifar_features, cifar_few_updates, resnet_mnist
+from . import cifar_damping, cifar_features, cifar_few_updates, estimates, resnet_mnist
 from .common import get_preset
 from .image_records import format_setting, records_equal, summarise
 from .image_runs import ImageRunConfig, image_data, run_images
@@ -197,9 +197,12 @@ def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = 
     data = dict(data or {})
     if checkpoint_dir is None and preset != "smoke":
         checkpoint_dir = default_checkpoint_dir()
-    out = {}
+    out, records = {}, estimates.chapter_records(chapter)
     for name in names:
         cfg = groups[name]
+        est = estimates.group_estimate(name, cfg, preset, records)   # said, and checked, before training
+        print(estimates.estimate_line(f"{chapter}/{name}", est))
+        estimates.check_fits(f"{chapter}/{name}", est, preset)
         if cfg.dataset not in data:
             data[cfg.dataset] = image_data(cfg.dataset, preset, data_dir=data_dir, verify=verify)
         tag = "-stand-in" if data[cfg.dataset].get("stand_in") else ""  # never resumed as a real-data run

@@ -256,16 +256,13 @@ def _eval_chunks(x, y, n, chunk):
 
 
 def make_image_eval(apply_fn, cfg: ImageRunConfig):
-    """``eval_fn(state, data) -> dict`` for one run (vmap it over a sweep's states, not its data)
-    with ``data = {"splits": {name: (x_chunks, y_chunks)}, "params0": ..., "probe": (x_fit,
-    y_fit, x_test, y_test) or None, "curvature": (x, y) or None}`` (as :func:`run_images` builds it): for
-    each split, the mean cross-entropy and accuracy of the network and of its proxy (at
-    ``state.anchor``), chunk by chunk with ``lax.map``; ``probe{1,2}_test_accuracy`` (when
-    ``cfg.probes``), ``filters`` (the first ``cfg.n_filters`` first-layer filters minus their
-    initial values), ``curvature`` (when ``cfg.curvature_batch``: :func:`itlin_core.max_curvature`
-    at ``state.anchor``) and ``updates`` (the linearisations used, ``state.updates``). The data
-    are an argument, not captured, so that XLA does not fold the images into the compiled
-    program (:class:`itlin_core.Evaluation`'s ``data``)."""
+    """``eval_fn(state, data) -> dict`` for one run (vmap it over states, not data), ``data =
+    {"splits": {name: (x_chunks, y_chunks)}, "params0", "probe": (x_fit, y_fit, x_test, y_test) or
+    None, "curvature": (x, y) or None}`` (an argument, not captured: ``ic.Evaluation(data=)``): per
+    split, the mean cross-entropy and accuracy of the network and its proxy (at ``state.anchor``),
+    chunk by chunk (``lax.map``); ``probe{1,2}_test_accuracy`` (``cfg.probes``), ``filters`` (the
+    first ``cfg.n_filters`` first-layer filters minus their initial values), ``curvature``
+    (``cfg.curvature_batch``: :func:`itlin_core.max_curvature` at the anchor), ``updates``."""
 
     def eval_fn(state, data):
         proxy = ic.linearise(apply_fn, state.anchor)
@@ -325,8 +322,7 @@ def step_memory(cfg: ImageRunConfig) -> dict:
     states = ic.replicate(ic.init_il_state(init_params(cfg, model), opt), len(cfg.runs))
     n = cfg.n_train or ic.datasets.TRAIN_SIZES[cfg.dataset]
     bs = n if cfg.batch_size is None else min(cfg.batch_size, n)
-    batch = (jax.ShapeDtypeStruct((bs,) + shape, jnp.float32),
-             jax.ShapeDtypeStruct((bs,), jnp.int32))
+    batch = (jax.ShapeDtypeStruct((bs,) + shape, jnp.float32), jax.ShapeDtypeStruct((bs,), jnp.int32))
     m = jax.jit(group_step(cfg, model, opt)).lower(states, batch).compile().memory_analysis()
     out = {"arguments": int(m.argument_size_in_bytes), "outputs": int(m.output_size_in_bytes),
            "temporaries": int(m.temp_size_in_bytes)}
