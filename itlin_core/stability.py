@@ -10,14 +10,14 @@ the (generalised) Gauss-Newton matrix of the loss at the anchor. For the squared
 not depend on :math:`\theta` at all; for the softmax cross-entropy :math:`\nabla^2_f \ell =
 \operatorname{diag}(p) - p p^\top` changes with the proxy's probabilities ``p`` but stays
 bounded by its value's largest eigenvalue times :math:`J_s^\top J_s`. Gradient descent on a
-quadratic with largest curvature :math:`\lambda_{\max}` converges if and only if
-:math:`\eta < 2 / \lambda_{\max}`; Goldwaser and Ge's argument that IL with a large ``K`` solves
+quadratic with largest curvature :math:`\kappa_{\max}` converges if and only if
+:math:`\eta < 2 / \kappa_{\max}`; Goldwaser and Ge's argument that IL with a large ``K`` solves
 each linearisation "as gradient flow would" needs the learning rate well inside that bound,
 and the bound changes at every relinearisation as the features (hence :math:`J_s`) change.
 
 Conventions: the loss is ``loss_fn(outputs, targets) -> scalar`` as everywhere in
 ``itlin_core`` (a mean over the batch for :func:`itlin_core.softmax_cross_entropy`, a sum for
-:func:`itlin_core.squared_error`), so :math:`\lambda_{\max}` is measured for the loss the
+:func:`itlin_core.squared_error`), so :math:`\kappa_{\max}` is measured for the loss the
 training step differentiates. Nothing here forms ``J`` or a parameter-sized matrix: each
 iteration is one Jacobian-vector product, one Hessian-vector product in output space and one
 vector-Jacobian product.
@@ -40,13 +40,13 @@ PyTree = Any
 
 def max_curvature(apply_fn: Callable, loss_fn: Callable, params: PyTree, x, y, *, iterations: int = 20,
                   key=None) -> jax.Array:
-    r"""The largest eigenvalue :math:`\lambda_{\max}` of the Hessian of the linearised loss at its
+    r"""The largest eigenvalue :math:`\kappa_{\max}` of the Hessian of the linearised loss at its
     anchor ``params``: :math:`J^\top \nabla^2_f \ell\, J` (the Gauss-Newton matrix of ``loss_fn``).
 
     Computed by ``iterations`` steps of power iteration on Gauss-Newton-vector products
     (``jax.linearize`` of the model, a Hessian-vector product of ``loss_fn`` in output space,
     ``jax.vjp`` back), from a fixed random start. Numerical choice: the matrix is positive
-    semi-definite, so power iteration converges to :math:`\lambda_{\max}` from below and the
+    semi-definite, so power iteration converges to :math:`\kappa_{\max}` from below and the
     returned Rayleigh quotient never overestimates it; 20 iterations give a few digits when the
     top of the spectrum is separated (it usually is: one outlier per class), which is all a
     learning-rate bound needs. It is jittable and can be vmapped over stacked parameters.
@@ -60,7 +60,7 @@ def max_curvature(apply_fn: Callable, loss_fn: Callable, params: PyTree, x, y, *
       key: the start vector's random key (default ``jax.random.key(0)``).
 
     Returns:
-      A scalar array, :math:`\lambda_{\max}`.
+      A scalar array, :math:`\kappa_{\max}`.
 
     Raises:
       ValueError: ``iterations`` not a positive integer, or an empty batch.
@@ -105,7 +105,7 @@ def stable_lr(lam_max, *, safety: float = 0.5):
     which gradient descent on a quadratic of curvature ``lam_max`` still converges.
 
     ``safety = 1`` is the edge of stability itself; the book's image chapters use ``0.5``,
-    leaving room for the growth of :math:`\lambda_{\max}` between two measurements. Works on
+    leaving room for the growth of :math:`\kappa_{\max}` between two measurements. Works on
     numbers and arrays.
 
     Raises:
