@@ -256,6 +256,19 @@ def test_the_option_groups_refuse_what_they_cannot_hold(bad, says):
         ic.train(step, state, batches, N_STEPS, **bad)
 
 
+@pytest.mark.parametrize("step, says", [
+    (lambda s, b: s, r"step must return a pair \(state, metrics\), got an array of shape \(\)"),
+    (lambda s, b: (s, s, s), "got a tuple of length 3"),
+    (lambda s, b: (s, {"l": s}), r"metrics a dict holding 'loss' .*got a dict with keys \['l'\]"),
+    (lambda s, b: (s, s), r"holding 'loss' .*got an array of shape \(\)"),
+], ids=["state only", "triple", "no loss", "loss not in a dict"])
+def test_a_step_that_does_not_return_state_and_metrics_is_named(step, says):
+    """(was: a KeyError 'loss', or a message about scan's body from inside JAX)"""
+    with pytest.raises(TypeError, match=says):
+        ic.train(step, 1.0, None, 3, progress="off")
+
+
+
 @pytest.mark.parametrize("sweep", [False, True], ids=["one run", "sweep"])
 def test_evaluation_data_are_an_argument_of_the_compiled_evaluation(sweep):
     """Evaluation(fn, data=...) calls fn(state, data) with the data as inputs of the compiled
