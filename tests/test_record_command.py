@@ -244,3 +244,23 @@ def test_a_damaged_gzip_idx_file_gives_a_clear_error(tmp_path, where):
     path.write_bytes(bytes(raw))
     with pytest.raises(ValueError, match="damaged gzip file"):
         ic.datasets.read_idx(path)
+
+
+@pytest.mark.parametrize("name", ["mnist", "cifar10"])
+def test_a_damaged_data_file_ends_in_a_sentence_with_the_next_step(tmp_path, name):
+    """A damaged gzip idx file or a cut-off CIFAR10 batch names the file and what to do (was: the
+    reason alone)."""
+    ic.datasets.write_stand_in(name, tmp_path, 64, 32)
+    path = next(p for p in tmp_path.rglob("*") if p.name in ("train-images-idx3-ubyte.gz", "data_batch_1"))
+    raw = bytearray(path.read_bytes())
+    raw[10] = 0xFF
+    path.write_bytes(bytes(raw) if name == "mnist" else bytes(raw[:1000]))
+    with pytest.raises(ValueError, match=f"{path.name}.* Delete {path.name} and load again .*replace it with an intact"):
+        getattr(ic.datasets, name)(tmp_path, verify=False)
+
+
+def test_a_damaged_archive_names_the_commands_next_step_not_the_librarys_argument():
+    err = ic.datasets.DatasetError("/d/cifar-10-python.tar.gz is not a readable tar.gz archive (EOFError: x); it is "
+                                   "damaged or incomplete: delete it (it is downloaded again with verify=True).")
+    said = record.failure_sentence(err, None)
+    assert "verify=True" not in said and "put an intact copy in its place" in said

@@ -205,6 +205,7 @@ def failure_sentence(err: BaseException, args) -> str:
     if kind == "data":    # the library's hints name its own argument; the command's flags are these
         text = text.replace("load it with verify=False", "record it with --no-verify and say what it is with "
                             "--data-note").replace("pass verify=False", "pass --no-verify (with --data-note)")
+        text = text.replace("(it is downloaded again with verify=True)", "and put an intact copy in its place")
         return text.replace("pass data_dir= (or set ITLIN_DATA_DIR)", "pass --data")
     if kind == "memory":
         return (f"the device ran out of memory while training ({type(err).__name__}). Record fewer groups at once "
