@@ -84,7 +84,8 @@ def key_data(key):
     return np.asarray(key)
 
 
-def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta: Mapping | None = None) -> None:
+def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta: Mapping | None = None,
+                    overwrite: bool = False) -> None:
     """Save ``state`` (any pytree of arrays, e.g. an :class:`itlin_core.ILState` with optax
     states inside), the PRNG ``key``, the position ``step`` and the metric ``history`` to one
     ``.npz`` file, atomically. ``meta`` (JSON-able) is stored and returned by
@@ -95,7 +96,9 @@ def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta:
     not strings, history values that are not numbers, booleans, ``None`` or numeric arrays (dicts,
     sets, strings, ragged or mixed lists such as ``[1, 'a']``); ``meta`` that is not a dict of
     JSON values (NaN, infinity, sets, objects; NumPy scalars become Python numbers); a ``path``
-    that is a folder. Should the new file not read back intact, the previous one is kept.
+    that is a folder; and, unless ``overwrite=True``, a ``path`` that holds a file other than a
+    checkpoint (one whose checkpoint header cannot be read): the writer replaces only its own files.
+    Should the new file not read back intact, the previous one is kept.
 
     Examples:
       The state, the step, a ``None`` in the history and the PRNG key (as its raw data)
@@ -114,6 +117,8 @@ def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta:
     """
     step = check_whole("step", step, 0)
     path = _writable(Path(path))
+    if not overwrite:
+        _check_replaceable(path)
     leaves, treedef = jax.tree_util.tree_flatten_with_path(state)
     arrays = {}
     for i, (where, leaf) in enumerate(leaves):
@@ -190,6 +195,23 @@ def _writable(path: Path) -> Path:
         raise ValueError(f"checkpoint path {path} lies below {parent}, which is a file, not a folder; "
                          "choose a path in a folder.")
     return path
+
+
+def _check_replaceable(path: Path) -> None:
+    """Nothing when ``path`` does not exist or holds a checkpoint (its header reads as one, of any format
+    version); else a ValueError: the file is someone else's (data, notes, another program's archive)."""
+    if not path.exists():
+        return
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            header = json.loads(str(z["header"]))
+        if isinstance(header, dict) and "format" in header and "treedef" in header:
+            return
+    except Exception:  # noqa: BLE001 - whatever fails to read, the file is not recognisably a checkpoint
+        pass
+    raise ValueError(f"{path} exists and is not a checkpoint (no checkpoint header could be read); save_checkpoint "
+                     "replaces only checkpoints. Nothing was written: choose another path, move the file away, "
+                     "or pass overwrite=True to replace it.")
 
 
 def _read_back(path: Path):

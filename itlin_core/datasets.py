@@ -189,13 +189,22 @@ def cifar10(data_dir=None, verify: bool = True, *, progress: str | None = None) 
         if not train_names:
             raise DatasetUnavailableError(
                 f"{folder} has a {CIFAR10_TEST} but no data_batch_<i> files. " + _cifar_where_to_put(root))
-    train = [_read_cifar_batch(folder / n) for n in train_names]
-    x_test, y_test = _read_cifar_batch(folder / CIFAR10_TEST)
+    train = [_damaged_file(_read_cifar_batch, folder / n) for n in train_names]
+    x_test, y_test = _damaged_file(_read_cifar_batch, folder / CIFAR10_TEST)
     return {"x_train": np.concatenate([x for x, _ in train]), "y_train": np.concatenate([y for _, y in train]),
             "x_test": x_test, "y_test": y_test}
 
 
 # --------------------------------------------------------------------------- MNIST (idx files)
+
+def _damaged_file(read, path: Path):
+    """``read(path)``, its ValueError (a damaged or foreign file) ending in what to do next."""
+    try:
+        return read(path)
+    except ValueError as e:
+        raise ValueError(f"{str(e).rstrip('.')}. Delete {path.name} and load again (a missing file is downloaded "
+                         "and checked), or replace it with an intact copy.") from None
+
 
 _IDX_TYPES = {0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"),
               0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
@@ -282,7 +291,7 @@ def mnist(data_dir=None, verify: bool = True, *, progress: str | None = None) ->
             if verify and not gz.exists() and plain.exists():
                 hint += f" (An uncompressed {plain.name} is there, but it has no canonical checksum: pass verify=False to use it.)"
             path = ensure(gz, [m + gz.name for m in MNIST_MIRRORS], CHECKSUMS[gz.name], verify, progress, hint)
-        arrays[name] = read_idx(path)
+        arrays[name] = _damaged_file(read_idx, path)
     out = {}
     for split, prefix in (("train", "train"), ("test", "t10k")):
         images, labels = arrays[f"{prefix}-images-idx3-ubyte"], arrays[f"{prefix}-labels-idx1-ubyte"]

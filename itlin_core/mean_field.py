@@ -310,7 +310,12 @@ def make_gd_step(net: Model, x, y) -> Callable:
       >>> losses, bool(jnp.all(step(p0, 10.0)["u"] == p0["u"]))
       ([0.112, 0.107, 0.102], True)
       >>> jax.config.update("jax_enable_x64", x64)
+
+    Raises:
+      ValueError: concrete ``x`` or ``y`` with NaN or infinity (as :func:`make_gn_step`).
     """
+    check_finite("x", x)
+    check_finite("y", y)
     grad = jax.grad(lambda p: mean_field_loss(net.apply(p, x), y))
 
     def step(params, lr):

@@ -55,7 +55,8 @@ def _whole(data, i):
 
 
 def full_batch(x, y) -> Batches:
-    """The whole data set at every step (full-batch gradient descent).
+    """The whole data set at every step (full-batch gradient descent). ``x`` and ``y`` must hold the
+    same number of examples, at least one (ValueError).
 
     Examples:
       Steps 0 and 7 both see all three examples:
@@ -66,6 +67,7 @@ def full_batch(x, y) -> Batches:
       >>> batches(0)[0].tolist(), batches(7)[0].tolist()
       ([0, 1, 2], [0, 1, 2])
     """
+    _check_pair(x, y)
     return Batches(_whole, (x, y))
 
 

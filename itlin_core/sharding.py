@@ -40,6 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from ._validate import check_whole
+
 #: The name of the mesh axis the runs are sharded over.
 RUN_AXIS = "runs"
 
@@ -151,7 +153,7 @@ def pad_runs(tree, n: int):
 
 def unpad_runs(tree, runs: int, axis: int = 0):
     """Every leaf of ``tree`` cut to its first ``runs`` entries along ``axis`` (the padded runs
-    dropped).
+    dropped). A leaf with fewer than ``runs`` entries there is refused (ValueError naming it).
 
     Examples:
       :func:`pad_runs` then ``unpad_runs`` is the identity; ``axis=1`` cuts, e.g., losses
@@ -165,7 +167,14 @@ def unpad_runs(tree, runs: int, axis: int = 0):
       >>> ic.unpad_runs(jnp.zeros((10, 4)), 3, axis=1).shape
       (10, 3)
     """
-    return jax.tree.map(lambda a: a[(slice(None),) * axis + (slice(0, runs),)], tree)
+    runs, axis = check_whole("runs", runs, 1), check_whole("axis", axis, 0)
+
+    def cut(where, a):
+        if np.ndim(a) <= axis or np.shape(a)[axis] < runs:
+            raise ValueError(f"unpad_runs: tree{jax.tree_util.keystr(where)} has shape {np.shape(a)}, fewer than "
+                             f"runs = {runs} entries along axis {axis}; runs must be at most the padded run count.")
+        return a[(slice(None),) * axis + (slice(0, runs),)]
+    return jax.tree_util.tree_map_with_path(cut, tree)
 
 
 def _put(tree, sharding):

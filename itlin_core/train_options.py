@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple
 
 from ._progress import progress_mode
+from .checkpoint import _writable
 from ._validate import K_NEVER, check_whole
 from .sharding import resolve_mesh
 
@@ -156,7 +157,7 @@ def _plan(step, num_steps, evaluate, checkpoint, on_nonfinite, progress) -> _Pla
             raise ValueError(f"Checkpointing.stop_at must be a non-negative multiple of the evaluation chunk "
                              f"({every}), got {checkpoint.stop_at!r}: a run stops only where the uninterrupted "
                              "run evaluates.")
-        checkpoint = checkpoint._replace(path=Path(checkpoint.path), every=ck_every)
+        checkpoint = checkpoint._replace(path=_writable(Path(checkpoint.path)), every=ck_every)  # before training
     if progress is None or isinstance(progress, (str, bool)):
         progress = Progress(progress)
     if not isinstance(progress, Progress):

@@ -29,13 +29,13 @@ import functools
 import os
 import time
 import warnings
-from typing import Callable
+from typing import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._fingerprint import MEANINGS, data_digest, step_digest
+from ._fingerprint import MEANINGS, data_digest, same_sample, state_sample, step_digest
 from ._progress import progress_bar
 from ._validate import check_step_room
 from .train_options import Checkpointing, Evaluation, Progress, _Plan, _plan
@@ -95,9 +95,25 @@ def _chunk_runner(step, batch_fn, donate: bool):
     returns the state from before a bad chunk)."""
 
     def run(state, data, idx):
-        return jax.lax.scan(lambda s, i: step(s, batch_fn(data, i)), state, idx)
+        return jax.lax.scan(lambda s, i: _step_output(step(s, batch_fn(data, i))), state, idx)
 
     return jax.jit(run, donate_argnums=(0,) if donate else ())
+
+
+def _step_output(out):
+    """``out`` unless it is not what a step returns, ``(state, metrics)`` with ``metrics["loss"]``
+    (TypeError, found while the step is traced, so it costs nothing when it runs)."""
+    def what(v):
+        return f"an array of shape {tuple(v.shape)}" if hasattr(v, "shape") and hasattr(v, "dtype") else \
+            f"a {type(v).__name__}"
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"step must return a pair (state, metrics), got "
+                        f"{f'a {type(out).__name__} of length {len(out)}' if isinstance(out, (tuple, list)) else what(out)}.")
+    if not isinstance(out[1], Mapping) or "loss" not in out[1]:
+        got = f"a dict with keys {sorted(out[1], key=str)}" if isinstance(out[1], Mapping) else what(out[1])
+        raise TypeError(f"step must return (state, metrics) with metrics a dict holding 'loss' (a scalar, or one per "
+                        f"run of a sweep), got {got}.")
+    return out
 
 
 def _block_means(losses: np.ndarray, block: int) -> np.ndarray:
@@ -196,12 +212,15 @@ def _resume(plan: _Plan, step, state, source):
     ck = load_checkpoint(path, state) if path.exists() else None    # its structure checked first
     run_meta = {"num_steps": plan.num_steps, "eval_every": plan.every, "checkpoint_every": plan.checkpoint.every,
                 "loss_every": plan.block, "user": _json_meta(plan.checkpoint.meta), "jax": jax.__version__,
-                "step": step_digest(getattr(step, "inner_step", step), state, source.fn, source.data), "data": data_digest(source.data)}
+                "step": step_digest(getattr(step, "inner_step", step), state, source.fn, source.data), "data": data_digest(source.data),
+                "init": state_sample(state)}
     if ck is None:
         return state, 0, _History(plan.block, plan.on_nonfinite, run_meta=run_meta, key=kd)
-    if ck.meta != run_meta:
-        diff = [f"{k} ({MEANINGS.get(k, f'{ck.meta.get(k)!r} there, {run_meta.get(k)!r} now')})"
-                for k in run_meta if ck.meta.get(k) != run_meta[k]]
+    differ = [k for k in {**ck.meta, **run_meta} if k != "init" and ck.meta.get(k) != run_meta.get(k)]
+    if "init" in ck.meta and not same_sample(ck.meta["init"], run_meta["init"]):  # (older checkpoints lack it)
+        differ.append("init")
+    if differ:
+        diff = [f"{k} ({MEANINGS.get(k, f'{ck.meta.get(k)!r} there, {run_meta.get(k)!r} now')})" for k in differ]
         raise ValueError(f"{path} was written by a run with other settings: {'; '.join(diff)}. Resuming "
                          "it would not continue that run: delete it or choose another checkpoint path.")
     if (ck.key is None) != (kd is None) or (kd is not None and not np.array_equal(ck.key, kd)):

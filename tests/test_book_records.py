@@ -246,3 +246,34 @@ def test_the_committed_records_still_load():
         chapter, preset = f.stem.rsplit("-", 1)
         rec = records.load_results(chapter, (preset,), results_dir=results)
         assert rec["chapter"] == chapter and all(isinstance(g, dict) for g in rec["data"].values())
+
+
+@pytest.mark.parametrize("there", [b"my notes", b'{"format": 1, "data": {"g": ', None],
+                         ids=["not a record", "damaged record", "another chapter's"])
+def test_save_results_keeps_a_file_it_cannot_read_and_saves_the_new_record_beside_it(tmp_path, there):
+    """Nothing recorded is discarded: the file is left byte for byte, the new record is written beside
+    it (and reads back), and the error names both; overwrite=True replaces it."""
+    path = tmp_path / "toy-colab.json"
+    if there is None:
+        other = records.save_results("other", "colab", {"g": {"v": 1}}, seed=0, results_dir=tmp_path)
+        there = other.read_bytes()
+    path.write_bytes(there)
+    with pytest.raises(ValueError, match="toy-colab.json") as e:
+        records.save_results("toy", "colab", {"g": {"v": 2}}, seed=0, results_dir=tmp_path)
+    beside = [p for p in tmp_path.iterdir() if p.name.startswith("toy-colab.json.new-")]
+    assert path.read_bytes() == there and len(beside) == 1
+    assert f"saved beside it in {beside[0]}" in str(e.value) and "left as it is" in str(e.value)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    beside[0].rename(moved / "toy-colab.json")
+    assert records.load_results("toy", ("colab",), results_dir=moved)["data"] == {"g": {"v": 2}}
+    records.save_results("toy", "colab", {"g": {"v": 3}}, seed=0, results_dir=tmp_path, overwrite=True)
+    assert records.load_results("toy", ("colab",), results_dir=tmp_path)["data"] == {"g": {"v": 3}}
+
+
+def test_a_folder_at_a_records_path_is_named_by_the_reader_and_the_writer(tmp_path):
+    (tmp_path / "toy-colab.json").mkdir()
+    with pytest.raises(ValueError, match="toy-colab.json is a folder, not a results record"):
+        records.load_results("toy", ("colab",), results_dir=tmp_path)
+    with pytest.raises(ValueError, match="toy-colab.json is a folder, not a results record"):
+        records.save_results("toy", "colab", {"g": {"v": 1}}, seed=0, results_dir=tmp_path)

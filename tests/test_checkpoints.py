@@ -256,6 +256,19 @@ def test_the_option_groups_refuse_what_they_cannot_hold(bad, says):
         ic.train(step, state, batches, N_STEPS, **bad)
 
 
+@pytest.mark.parametrize("step, says", [
+    (lambda s, b: s, r"step must return a pair \(state, metrics\), got an array of shape \(\)"),
+    (lambda s, b: (s, s, s), "got a tuple of length 3"),
+    (lambda s, b: (s, {"l": s}), r"metrics a dict holding 'loss' .*got a dict with keys \['l'\]"),
+    (lambda s, b: (s, s), r"holding 'loss' .*got an array of shape \(\)"),
+], ids=["state only", "triple", "no loss", "loss not in a dict"])
+def test_a_step_that_does_not_return_state_and_metrics_is_named(step, says):
+    """(was: a KeyError 'loss', or a message about scan's body from inside JAX)"""
+    with pytest.raises(TypeError, match=says):
+        ic.train(step, 1.0, None, 3, progress="off")
+
+
+
 @pytest.mark.parametrize("sweep", [False, True], ids=["one run", "sweep"])
 def test_evaluation_data_are_an_argument_of_the_compiled_evaluation(sweep):
     """Evaluation(fn, data=...) calls fn(state, data) with the data as inputs of the compiled
@@ -398,3 +411,21 @@ def test_a_missing_checkpoint_or_a_folder_has_its_own_message(tmp_path, where):
         (tmp_path / "file").write_text("x")
         with pytest.raises(ValueError, match="which is a file, not a folder"):
             ic.save_checkpoint(tmp_path / "file" / "run.npz", jnp.zeros(2), step=0, history={})
+
+
+@pytest.mark.parametrize("foreign", [b"my notes", None, b""], ids=["text", "npz", "empty"])
+def test_save_checkpoint_never_replaces_a_file_that_is_not_a_checkpoint(tmp_path, foreign):
+    """A file the writer did not make (notes, someone's arrays, an empty file) is kept, with a sentence
+    naming it, unless overwrite=True; a checkpoint, damaged or not, is the writer's own and is replaced."""
+    path = tmp_path / "run.npz"
+    if foreign is None:
+        np.savez(path, data=np.arange(3))
+    else:
+        path.write_bytes(foreign)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="exists and is not a checkpoint .*overwrite=True"):
+        ic.save_checkpoint(path, jnp.zeros(2), step=0, history={})
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["run.npz"]
+    ic.save_checkpoint(path, jnp.zeros(2), step=0, history={}, overwrite=True)
+    ic.save_checkpoint(path, jnp.ones(2), step=1, history={})                   # now its own file
+    assert ic.load_checkpoint(path, jnp.zeros(2)).step == 1

@@ -436,6 +436,9 @@ def test_a_whole_float_size_is_accepted():
     (lambda: ic.augmented_minibatches(jax.random.key(0), IMAGES, np.arange(2), 1, padding=2.5), "padding must be"),
     (lambda: ic.random_crop(jax.random.key(0), IMAGES, 2.5), "padding must be a non-negative integer"),
     (lambda: ic.split_microbatches((X, Y), 0), r"size \(examples per microbatch\) must be a positive integer"),
+    (lambda: ic.full_batch(X, Y[:2]), r"x and y must have the same number of examples .*\(4, 2\) and \(2, 1\)"),
+    (lambda: ic.full_batch(X[:0], Y[:0]), "x and y hold no examples"),
+    (lambda: ic.unpad_runs(jnp.ones((4, 2)), 6), r"unpad_runs: tree has shape \(4, 2\), fewer than runs = 6"),
 ])
 def test_batch_sizes_are_checked(call, words):
     with pytest.raises(ValueError, match=words):

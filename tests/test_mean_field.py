@@ -428,3 +428,5 @@ def test_make_gn_step_names_non_finite_data(where):
     with pytest.raises(ValueError, match=f"^{where} holds 1 NaN") as e:
         mf.make_gn_step(net, x, y)
     assert "damping" not in str(e.value)
+    with pytest.raises(ValueError, match=f"^{where} holds 1 NaN"):      # gradient descent too (was: NaN parameters)
+        mf.make_gd_step(net, x, y)

@@ -76,6 +76,29 @@ def test_two_record_commands_of_one_chapter_at_once_keep_both_groups(folders, mo
     assert list(both["data"]) == ["fig3", "fig3_rules"]
 
 
+def test_a_record_damaged_while_groups_train_is_kept_and_the_new_groups_saved_beside_it(folders, monkeypatch,
+                                                                                         capsys):
+    """The record is checked before training and read again to merge at the end: if it became unreadable
+    meanwhile (an editor, a copy), it is left as it is, the new groups are saved beside it, and the
+    command's one sentence names both files (the new groups were lost). Training is a stand-in here."""
+    records.save_results("cifar_few_updates", "laptop", {"fig3": {"config": {}}}, seed=0,
+                         results_dir=folders["results"])
+    path = folders["results"] / "cifar_few_updates-laptop.json"
+
+    def an_editor_damages_the_record_meanwhile(chapter, preset, *, names, **kwargs):
+        path.write_text('{"format": 1, "data": {"fig3": ')
+        return {name: {"stand_in": False, "trained": True} for name in names}
+
+    monkeypatch.setattr(record, "run_chapter", an_editor_damages_the_record_meanwhile)
+    assert _run(folders, "--no-verify", "--data-note", "test files", "--names", "fig3_rules") == 2
+    err = capsys.readouterr().err
+    beside = list(folders["results"].glob("cifar_few_updates-laptop.json.new-*"))
+    assert len(beside) == 1 and str(beside[0]) in err and str(path) in err and "Traceback" not in err
+    assert path.read_text() == '{"format": 1, "data": {"fig3": '
+    saved = json.loads(beside[0].read_text())
+    assert saved["data"] == {"fig3_rules": {"stand_in": False, "trained": True}}
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(preset="smoke"), "--preset"), (dict(chapter="xor_features"), "unknown chapter"),
     (dict(names=["fig99"]), "unknown run group"), (dict(verify=False), "--data-note"),
@@ -221,3 +244,23 @@ def test_a_damaged_gzip_idx_file_gives_a_clear_error(tmp_path, where):
     path.write_bytes(bytes(raw))
     with pytest.raises(ValueError, match="damaged gzip file"):
         ic.datasets.read_idx(path)
+
+
+@pytest.mark.parametrize("name", ["mnist", "cifar10"])
+def test_a_damaged_data_file_ends_in_a_sentence_with_the_next_step(tmp_path, name):
+    """A damaged gzip idx file or a cut-off CIFAR10 batch names the file and what to do (was: the
+    reason alone)."""
+    ic.datasets.write_stand_in(name, tmp_path, 64, 32)
+    path = next(p for p in tmp_path.rglob("*") if p.name in ("train-images-idx3-ubyte.gz", "data_batch_1"))
+    raw = bytearray(path.read_bytes())
+    raw[10] = 0xFF
+    path.write_bytes(bytes(raw) if name == "mnist" else bytes(raw[:1000]))
+    with pytest.raises(ValueError, match=f"{path.name}.* Delete {path.name} and load again .*replace it with an intact"):
+        getattr(ic.datasets, name)(tmp_path, verify=False)
+
+
+def test_a_damaged_archive_names_the_commands_next_step_not_the_librarys_argument():
+    err = ic.datasets.DatasetError("/d/cifar-10-python.tar.gz is not a readable tar.gz archive (EOFError: x); it is "
+                                   "damaged or incomplete: delete it (it is downloaded again with verify=True).")
+    said = record.failure_sentence(err, None)
+    assert "verify=True" not in said and "put an intact copy in its place" in said

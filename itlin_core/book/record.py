@@ -89,7 +89,8 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
     preset. Each group's runs are split over the devices of ``mesh`` (default every visible
     device); only process 0 writes the record. Raises ValueError (naming what is wrong) for an
     unknown chapter, group or preset, missing data files, or ``verify=False`` without a
-    ``data_note``."""
+    ``data_note``; an unreadable existing record before training, or, should it become unreadable
+    while the groups train, after saving the new groups beside it (:func:`save_results`)."""
     if chapter not in CHAPTERS:
         raise ValueError(f"unknown chapter {chapter!r}; the image chapters are {', '.join(CHAPTERS)}.")
     if preset not in RECORDED_PRESETS:
@@ -123,8 +124,11 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
     if any(r["stand_in"] for r in results.values()):    # cannot happen with stand_in=False; never record it
         raise RuntimeError("stand-in data reached a record; nothing was written.")
     if set(names) != set(groups):     # merge with the record as it is now: another record command of this
-        previous = load_results(chapter, (preset,), results_dir=results_dir)   # chapter may have saved meanwhile
-        kept, stale = stale_groups(previous["data"], groups) if previous is not None else ({}, [])
+        try:                           # chapter may have saved meanwhile
+            previous = load_results(chapter, (preset,), results_dir=results_dir)
+            kept, stale = stale_groups(previous["data"], groups) if previous is not None else ({}, [])
+        except ValueError:             # damaged meanwhile: save_results keeps it and saves the new groups beside it
+            previous, kept, stale = None, {}, []
     if previous is not None and set(names) != set(groups):
         for name in stale:
             if name not in results:
@@ -201,6 +205,7 @@ def failure_sentence(err: BaseException, args) -> str:
     if kind == "data":    # the library's hints name its own argument; the command's flags are these
         text = text.replace("load it with verify=False", "record it with --no-verify and say what it is with "
                             "--data-note").replace("pass verify=False", "pass --no-verify (with --data-note)")
+        text = text.replace("(it is downloaded again with verify=True)", "and put an intact copy in its place")
         return text.replace("pass data_dir= (or set ITLIN_DATA_DIR)", "pass --data")
     if kind == "memory":
         return (f"the device ran out of memory while training ({type(err).__name__}). Record fewer groups at once "

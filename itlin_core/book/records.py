@@ -195,7 +195,7 @@ def device_description() -> dict:
 
 
 def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results_dir=None,
-                 note: str | None = None) -> Path:
+                 note: str | None = None, overwrite: bool = False) -> Path:
     """Record a finished run's curves as ``<results_dir>/<chapter>-<preset>.json``.
 
     Args:
@@ -212,9 +212,15 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
     atomically (temporary file + :func:`os.replace`): an existing record is replaced only by a
     complete new one. Returns the path written.
 
+    Nothing recorded is discarded: a file at the record's path that :func:`load_results` cannot
+    read (a damaged or hand-edited record, another chapter's, or not a record at all) is left as
+    it is unless ``overwrite=True``; the new record is then written beside it, to
+    ``<chapter>-<preset>.json.new-<UTC time>``, and a ValueError names both files.
+
     Raises:
       ValueError: a bad chapter or preset name, a non-integer seed, ``data`` that is not a dict
-        of dicts, or a value that cannot be recorded.
+        of dicts, a value that cannot be recorded, a folder at the record's path; an unreadable
+        file there (the new record saved beside it, above).
     """
     preset = _check_preset(preset)
     path = results_path(chapter, preset, results_dir)
@@ -229,6 +235,18 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
               "versions": software_versions(), "device": device_description(), "note": note,
               "data": _encode(data)}
     text = json.dumps(record, allow_nan=False, indent=1)  # encode fully before touching the disk
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a results record; move it away to record {chapter} at {preset}.")
+    try:
+        if path.exists() and not overwrite:
+            load_results(chapter, (preset,), results_dir=path.parent)
+    except ValueError as err:   # keep the file, and the new results beside it
+        stem, i = f"{path.name}.new-{record['created'].replace(':', '')[:17]}", 0    # e.g. ...json.new-2026-11-27T042342
+        while (beside := path.with_name(stem + (f"-{i}" if i else ""))).exists():
+            i += 1
+        write_bytes_atomically(beside, text.encode("ascii"))
+        raise ValueError(f"{err} It was left as it is, and the new results were saved beside it in {beside}: inspect "
+                         f"both, then move the one to keep to {path.name}.") from None
     write_bytes_atomically(path, text.encode("ascii"))   # read back byte for byte; json.dumps escapes to ASCII
     return path
 
@@ -240,7 +258,8 @@ def load_results(chapter: str, preferred=("paper", "colab"), results_dir=None) -
     and ``data`` with arrays as NumPy arrays.
 
     Raises:
-      ValueError: a bad chapter or preset name, or a file that is not a valid record: not JSON,
+      ValueError: a bad chapter or preset name, a folder at a record's path, or a file that is not a
+        valid record: not JSON,
         fields the writer could not have written, a ``chapter`` or ``preset`` other than its file
         name's, a seed that is not an integer, ``data`` that is not a dict of run groups (dicts).
     """
@@ -248,6 +267,8 @@ def load_results(chapter: str, preferred=("paper", "colab"), results_dir=None) -
         preferred = (preferred,)
     for preset in preferred:
         path = results_path(chapter, preset, results_dir)
+        if path.is_dir():
+            raise ValueError(f"{path} is a folder, not a results record; move it away (a record is a JSON file).")
         if not path.is_file():
             continue
         try:
