@@ -216,10 +216,26 @@ def test_checkpoint_resume_reproduces_the_run_bit_for_bit(cifar, tmp_path, group
     for a, b in zip(jax.tree_util.tree_leaves(resumed["state"]), jax.tree_util.tree_leaves(fresh["state"])):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(fresh["test_loss_proxy"], group["test_loss_proxy"])
+    # the records say so in their parameter digests; the interrupted run's differs
+    digests = [irec.summarise(h)["params_digest"] for h in (resumed, fresh, first)]
+    assert digests[0] == digests[1] == irec.params_digest(fresh["state"].params) != digests[2]
     with pytest.raises(ValueError, match="other settings"):
         ir.run_images(cfg(lr=0.03), cifar, checkpoint_path=path, checkpoint_every=4, progress="off")
     with pytest.raises(ValueError, match="other settings"):  # real data never resume a stand-in run
         ir.run_images(cfg(), dict(cifar, stand_in=False), checkpoint_path=path, checkpoint_every=4, progress="off")
+
+
+def test_params_digest_tells_trees_apart_bit_for_bit():
+    tree = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": [np.ones(2, np.float32)]}
+    same = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": [np.ones(2, np.float32)]}
+    assert irec.params_digest(tree) == irec.params_digest(same)
+    flipped = np.arange(6, dtype=np.float32).reshape(2, 3)
+    flipped.view(np.uint32)[1, 2] ^= 1                               # one bit of one entry
+    for other in ({"a": flipped, "b": tree["b"]},
+                  {"a": tree["a"].astype(np.float64), "b": tree["b"]},   # dtype
+                  {"a": tree["a"].reshape(3, 2), "b": tree["b"]},        # shape, same bytes
+                  {"a": tree["a"], "b": (tree["b"][0],)}):               # structure
+        assert irec.params_digest(other) != irec.params_digest(tree)
 
 
 def test_record_round_trip(group, tmp_path):
@@ -231,6 +247,7 @@ def test_record_round_trip(group, tmp_path):
         np.testing.assert_array_equal(back["metrics"][k], v)
     np.testing.assert_array_equal(back["feature_updates"], rec["feature_updates"])
     np.testing.assert_array_equal(irec.best_accuracy(back), irec.best_accuracy(rec))
+    assert back["params_digest"] == rec["params_digest"] == irec.params_digest(group["state"].params)
 
 
 def test_probes_and_filters_match_direct_computations(cifar):

@@ -5,14 +5,40 @@ chapters read from it (:func:`best_accuracy`), and the checks every record must 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 
+import jax
 import numpy as np
 
 import itlin_core as ic
 
 from .common import feature_updates, k_text, parse_rule, rule_family
 from .image_runs import ImageRunConfig
+
+
+def params_digest(params) -> str:
+    """A SHA-256 digest of a parameter tree: its structure, and every leaf's dtype, shape and
+    bytes, in the tree's order. Two trees have the same digest exactly when they are equal bit for
+    bit (up to a hash collision), so a record can say which parameters a run ended with in 64
+    characters, and a chapter can check that the code it shows trains exactly the recorded run
+    without training it twice.
+
+    Example:
+      >>> import numpy as np
+      >>> a = {"w": np.zeros((2, 3), np.float32)}
+      >>> params_digest(a) == params_digest({"w": np.zeros((2, 3), np.float32)})
+      True
+      >>> params_digest(a) == params_digest({"w": np.zeros((2, 3), np.float64)})
+      False
+    """
+    leaves, treedef = jax.tree.flatten(params)
+    h = hashlib.sha256(str(treedef).encode())
+    for leaf in leaves:
+        a = np.ascontiguousarray(np.asarray(leaf))
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 def summarise(hist: dict) -> dict:
@@ -23,7 +49,8 @@ def summarise(hist: dict) -> dict:
     ``(evals, runs)``; evaluations after a run diverged are NaN), ``filters`` (when recorded),
     ``train_loss`` (mean training loss over each evaluation interval, ``(evals - 1, runs)``),
     ``diverged_at`` (per run, step or ``None``), ``seconds``, ``steps_per_second``,
-    ``n_params``, ``n_train``, ``n_eval``, ``stand_in``."""
+    ``n_params``, ``n_train``, ``n_eval``, ``stand_in`` and, when ``hist`` holds the final
+    ``state``, ``params_digest`` (:func:`params_digest` of its parameters, stacked over runs)."""
     cfg: ImageRunConfig = hist["config"]
     runs = cfg.runs
     steps = np.asarray(hist["eval_step"])
@@ -63,6 +90,8 @@ def summarise(hist: dict) -> dict:
            "stand_in": bool(hist["stand_in"])}
     if "filters" in hist:
         out["filters"] = np.asarray(hist["filters"], dtype=np.float32)
+    if "state" in hist:
+        out["params_digest"] = params_digest(hist["state"].params)
     return out
 
 
@@ -227,5 +256,5 @@ def check_record(name: str, rec: dict, smoke: bool = False, exact: bool = True) 
         assert all(d is None for d in rec["diverged_at"]), (name, rec["diverged_at"])
 
 
-__all__ = ["config_matches", "settings_markdown", "summarise", "best_accuracy", "accuracy_noise_points", "format_setting", "records_equal", "check_record",
+__all__ = ["config_matches", "settings_markdown", "params_digest", "summarise", "best_accuracy", "accuracy_noise_points", "format_setting", "records_equal", "check_record",
            "ANCHOR_RTOL", "ANCHOR_ATOL", "ANCHOR_FLIPS"]
