@@ -355,57 +355,33 @@ def test_maths_renders_offline_in_chromium(smoke_book, tmp_path):
         assert not console_errors(driver, base_url), console_errors(driver, base_url)
 
 
-def test_chapters_read_well_at_desktop_and_phone_widths(smoke_book, tmp_path):
-    """Every chapter in headless Chromium at a desktop (1280 px) and a phone (420 px) width: the
-    maths is typeset, the page does not scroll sideways (wide code, tables and, on a phone,
-    figures scroll in their own boxes), every figure has a numbered caption, at desktop width the
-    figures are not shrunk so far that the style's smallest font (legends and ticks) falls below
-    8 px on screen, and on a phone they keep a readable width.
-    Screenshots go to $ITLIN_SCREENSHOT_DIR when it is set (never into the repository)."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    sys.path.insert(0, str(ROOT))
+def figure_problems(driver, chapter: str, device: str) -> list:
+    """What is wrong with the figures of a chapter page as Chromium shows it: every figure has a
+    numbered caption and every output image is in a figure (or a slider); at desktop width no
+    figure is shrunk so far that the style's smallest font (legends and ticks) falls below 8 px
+    on screen, and on a phone a figure keeps a readable width (it scrolls in its own box)."""
     from itlin_core.book import plotting
 
     smallest_pt = min(float(plotting.STYLE[k]) for k in ["legend.fontsize", "xtick.labelsize", "ytick.labelsize"])
     natural_px = smallest_pt / 72 * plotting.STYLE["savefig.dpi"]     # in the PNG, before the page scales it
-    html = smoke_book.html
-    chapters = [p.stem for p in execution.toc_notebooks(ROOT)]
-    shots = os.environ.get("ITLIN_SCREENSHOT_DIR")
     problems = []
-    with serve(html) as base_url, headless_chromium(tmp_path / "chromium-profile") as driver:
-        for width, name in [(1280, "desktop"), (420, "phone")]:
-            driver.set_window_size(width, 1000)
-            for chapter in chapters:
-                driver.get(f"{base_url}/book/{chapter}.html")
-                WebDriverWait(driver, 60).until(
-                    lambda d: d.execute_script("return document.readyState") == "complete"
-                    and d.execute_script("return !document.querySelector('div.math') || "
-                                         "!!document.querySelector('mjx-container')"),
-                    message=f"{chapter} ({name}): MathJax did not typeset the page")
-                overflow = driver.execute_script(
-                    "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
-                if overflow > 2:
-                    problems.append(f"{chapter} ({name}): the page scrolls sideways by {overflow} px")
-                figures = driver.execute_script(
-                    "return [...document.querySelectorAll('figure img')].map(i => [i.naturalWidth, "
-                    "i.getBoundingClientRect().width, !!i.closest('figure').querySelector('.caption-number')])")
-                for natural, shown, numbered in figures:
-                    if not numbered:
-                        problems.append(f"{chapter} ({name}): a figure without a numbered caption")
-                    if name == "phone" and natural and shown < min(natural, 600):   # book/_ext/static/itlin.css
-                        problems.append(f"{chapter} (phone): a figure is shrunk to {shown:.0f} px instead of scrolling")
-                    if name == "desktop" and natural and natural_px * shown / natural < 8:
-                        problems.append(f"{chapter}: a figure {natural} px wide is shown {shown:.0f} px wide, so "
-                                        f"{smallest_pt:g} pt text is {natural_px * shown / natural:.1f} px")
-                unnumbered = driver.execute_script(
-                    "return [...document.querySelectorAll('.cell_output img')].filter(i => !i.closest('figure') "
-                    "&& !i.closest('.itlin-slider')).length")
-                if unnumbered:
-                    problems.append(f"{chapter} ({name}): {unnumbered} output image(s) without a figure caption")
-                if shots:
-                    driver.save_screenshot(str(pathlib.Path(shots) / f"{chapter}-{name}.png"))
-    assert not problems, "\n".join(problems)
+    figures = driver.execute_script(
+        "return [...document.querySelectorAll('figure img')].map(i => [i.naturalWidth, "
+        "i.getBoundingClientRect().width, !!i.closest('figure').querySelector('.caption-number')])")
+    for natural, shown, numbered in figures:
+        if not numbered:
+            problems.append(f"{chapter} ({device}): a figure without a numbered caption")
+        if device == "phone" and natural and shown < min(natural, 600):   # book/_ext/static/itlin.css
+            problems.append(f"{chapter} (phone): a figure is shrunk to {shown:.0f} px instead of scrolling")
+        if device == "desktop" and natural and natural_px * shown / natural < 8:
+            problems.append(f"{chapter}: a figure {natural} px wide is shown {shown:.0f} px wide, so "
+                            f"{smallest_pt:g} pt text is {natural_px * shown / natural:.1f} px")
+    unnumbered = driver.execute_script(
+        "return [...document.querySelectorAll('.cell_output img')].filter(i => !i.closest('figure') "
+        "&& !i.closest('.itlin-slider')).length")
+    if unnumbered:
+        problems.append(f"{chapter} ({device}): {unnumbered} output image(s) without a figure caption")
+    return problems
 
 
 #: Text that must never reach a rendered page outside code: MyST roles that were not parsed
@@ -452,11 +428,16 @@ def test_every_page_reads_at_phone_and_desktop_width_in_light_and_dark_mode(smok
     scrolls sideways (wide content scrolls in its own box), no unparsed MyST role, `cfg.` name
     or raw `$...$` maths shows outside code, every image has alt text, every caption and
     paragraph keeps a contrast of at least 3 against its background, and no internal link
-    points to a page that does not exist. Screenshots go to $ITLIN_SCREENSHOT_DIR when it is
-    set (a CI artifact folder, never the repository)."""
+    points to a page that does not exist. On every chapter the maths is typeset before the page
+    is read, and its figures pass :func:`figure_problems` at both widths. Screenshots go to
+    $ITLIN_SCREENSHOT_DIR when it is set (a CI artifact folder, never the repository)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    sys.path.insert(0, str(ROOT))
+    chapters = {f"book/{p.stem}.html" for p in execution.toc_notebooks(ROOT)}
     html = smoke_book.html
     pages = sorted(str(p.relative_to(html)) for p in html.glob("book/**/*.html"))
-    assert len(pages) >= len(execution.toc_notebooks(ROOT))
+    assert len(pages) >= len(execution.toc_notebooks(ROOT)) and chapters <= set(pages), sorted(chapters - set(pages))
     shots = os.environ.get("ITLIN_SCREENSHOT_DIR")
     problems, links = [], set()
     with serve(html) as base_url, headless_chromium(tmp_path / "chromium-profile") as driver:
@@ -464,6 +445,13 @@ def test_every_page_reads_at_phone_and_desktop_width_in_light_and_dark_mode(smok
             driver.set_window_size(width, 1000)
             for page in pages:
                 driver.get(f"{base_url}/{page}")
+                if page in chapters:
+                    WebDriverWait(driver, 60).until(
+                        lambda d: d.execute_script("return document.readyState") == "complete"
+                        and d.execute_script("return !document.querySelector('div.math') || "
+                                             "!!document.querySelector('mjx-container')"),
+                        message=f"{page} ({device}): MathJax did not typeset the page")
+                    problems += figure_problems(driver, page, device)
                 for mode in ("light", "dark"):
                     driver.execute_script("document.documentElement.dataset.theme = arguments[0]; "
                                           "document.documentElement.dataset.mode = arguments[0];", mode)
