@@ -8,6 +8,11 @@ notebook in the execution cache of the smoke book build (``$ITLIN_TEST_BOOK_DIR/
 (``tests/test_book_build.py``, run after the notebooks) then renders those notebooks from the cache
 and executes only the ones that are missing. A notebook with a failing or skipped cell is not
 cached (nbval reports it). Without the variable nothing is cached and the build executes all.
+
+So that the build need not wait for the last unit test, it may start as soon as every notebook has
+been handed out: each worker lists the notebooks it collected (``expected-<name>`` in
+``$ITLIN_TEST_BOOK_DIR/_notebooks``) and marks each notebook whose last cell has run, passed or
+not (``done-<name>``), and the build waits for these marks (``itlin_core.book.execution.wait_for_notebooks``).
 """
 
 import os
@@ -37,6 +42,17 @@ def _nbval_cell(item):
     return type(item).__name__ == "IPyNbCell" and hasattr(item, "test_outputs")
 
 
+def pytest_collection_finish(session):
+    """Lists the notebooks this session will run, for ``execution.wait_for_notebooks``."""
+    book_dir = os.environ.get("ITLIN_TEST_BOOK_DIR")
+    if not book_dir:
+        return
+    from itlin_core.book.execution import mark_notebook
+
+    for stem in {pathlib.Path(str(item.parent.fspath)).stem for item in session.items if _nbval_cell(item)}:
+        mark_notebook(book_dir, stem, "expected")
+
+
 def _as_output(out):
     """An nbval output (a NotebookNode with output_type set to the kernel's message type) as an
     nbformat v4 output."""
@@ -57,6 +73,8 @@ def pytest_runtest_makereport(item, call):
     book_dir = os.environ.get("ITLIN_TEST_BOOK_DIR")
     if not book_dir or not _nbval_cell(item):
         return
+    from itlin_core.book.execution import cache_executed, mark_notebook
+
     report = outcome.get_result()
     path = pathlib.Path(str(item.parent.fspath))
     code_cells = [c for c in item.parent.nb.cells if c.cell_type == "code"]
@@ -69,14 +87,17 @@ def pytest_runtest_makereport(item, call):
         cells[index] = [_as_output(o) for o in item.test_outputs] if ok else None
     elif report.when == "setup" and not report.passed:     # skipped or failed before running
         cells[index] = None
-    if report.when != "teardown" or len(cells) < len(code_cells) or any(v is None for v in cells.values()):
+    if report.when != "teardown" or len(cells) < len(code_cells):
+        return
+    if any(v is None for v in cells.values()):
+        del _cells[str(path)]
+        mark_notebook(book_dir, path.stem, "done")
         return
     import nbformat
-
-    from itlin_core.book.execution import cache_executed
 
     nb = nbformat.read(str(path), as_version=4)
     for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
         cell.outputs, cell.execution_count = cells[i], i + 1
     cache_executed(pathlib.Path(book_dir) / "_build" / ".jupyter_cache", path, nb, _seconds[str(path)])
     del _cells[str(path)]
+    mark_notebook(book_dir, path.stem, "done")

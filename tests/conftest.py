@@ -12,14 +12,15 @@ jax.config.update("jax_enable_x64", True)
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The notebooks (nbval) run first, the unit tests next and the whole-book build
-    (tests/test_book_build.py) last: under ``make test`` nbval hands each notebook it has executed
-    to that build (``conftest.py`` at the repository root), which then only renders them. Under
-    pytest-xdist (``-n auto --dist loadfile``) the build starts when every other file has been
-    handed out."""
+    """The notebooks (nbval) run first, the whole-book build (tests/test_book_build.py) next and
+    the unit tests last: under ``make test`` nbval hands each notebook it has executed to that
+    build (``conftest.py`` at the repository root), which waits until every notebook has run and
+    then only renders them. Under pytest-xdist (``-n auto --dist loadfile``) the build is handed
+    out right after the notebooks, so that it and its browser tests overlap the unit tests on the
+    other worker instead of running alone at the end."""
     def rank(item):
         if item.nodeid.startswith("tests/test_book_build.py"):
-            return 2
-        return 0 if item.nodeid.endswith(".ipynb") or ".ipynb::" in item.nodeid else 1
+            return 1
+        return 0 if item.nodeid.endswith(".ipynb") or ".ipynb::" in item.nodeid else 2
 
     items.sort(key=rank)

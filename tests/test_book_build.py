@@ -69,15 +69,37 @@ def smoke_book(tmp_path_factory):
 
     Under ``make test`` the build goes to ``$ITLIN_TEST_BOOK_DIR``, whose execution cache holds the
     notebooks nbval has executed in this run (``conftest.py`` at the repository root); the build
-    renders those and executes only the others. Without the variable it executes every notebook."""
+    waits until nbval has run every notebook of the session, renders those that passed and
+    executes only the others. Without the variable it executes every notebook."""
     given = os.environ.get("ITLIN_TEST_BOOK_DIR")
     out = pathlib.Path(given) if given else tmp_path_factory.mktemp("smoke_book")
+    if given:
+        still = execution.wait_for_notebooks(out)
+        if still:
+            warnings.warn(f"the build did not wait any longer for the notebooks {still}; it executes them itself")
     cache = out / "_build" / ".jupyter_cache"
     cached = sorted(p.stem for p in execution.toc_notebooks(ROOT) if cache.exists() and execution.is_cached(cache, p))
     t0 = time.perf_counter()
     result = build(ROOT, out, *STRICT)
     return types.SimpleNamespace(result=result, html=out / "_build" / "html", seconds=time.perf_counter() - t0,
                                  cached=cached)
+
+
+def test_the_build_waits_for_the_notebooks_nbval_is_running(tmp_path):
+    """The marks ``make test``'s notebooks leave for the build: it waits for every expected
+    notebook to be done, gives up after its timeout naming those still running, and does not
+    wait at all in a session without notebooks."""
+    assert execution.wait_for_notebooks(tmp_path, timeout=0) == []
+    for name in ("a", "b"):
+        execution.mark_notebook(tmp_path, name, "expected")
+    execution.mark_notebook(tmp_path, "a", "done")
+    t0 = time.perf_counter()
+    assert execution.wait_for_notebooks(tmp_path, timeout=0.3, poll=0.05) == ["b"]
+    assert time.perf_counter() - t0 >= 0.3
+    execution.mark_notebook(tmp_path, "b", "done")
+    assert execution.wait_for_notebooks(tmp_path, timeout=60) == []
+    with pytest.raises(ValueError, match="state"):
+        execution.mark_notebook(tmp_path, "a", "finished")
 
 
 def test_failing_cell_fails_the_build(tmp_path):
@@ -118,6 +140,9 @@ def test_nbval_hands_the_executed_notebook_to_the_build(tmp_path, fails):
                            timeout=600)
     assert (nbval.returncode != 0) == fails, nbval.stdout[-3000:]
     assert (book / "book" / "runs.txt").read_text() == "x"
+    # passed or not, the notebook is marked as expected and done, so the build waits no longer
+    assert execution.wait_for_notebooks(out, timeout=0) == []
+    assert {p.name for p in (out / "_notebooks").iterdir()} == {"expected-page", "done-page"}
     result = build(book, out)
     runs = (book / "book" / "runs.txt").read_text()
     if fails:

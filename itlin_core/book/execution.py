@@ -78,6 +78,30 @@ def is_cached(cache_dir, path) -> bool:
     return True
 
 
+def mark_notebook(book_dir, name: str, state: str) -> None:
+    """Marks notebook ``name`` as ``"expected"`` (a test session will run it) or ``"done"`` (its
+    last cell has run, passed or not) in ``book_dir/_notebooks``, for :func:`wait_for_notebooks`
+    (``conftest.py`` at the repository root writes the marks under ``make test``)."""
+    if state not in ("expected", "done"):
+        raise ValueError(f"state must be 'expected' or 'done', got {state!r}.")
+    marks = pathlib.Path(book_dir) / "_notebooks"
+    marks.mkdir(parents=True, exist_ok=True)
+    (marks / f"{state}-{name}").touch()
+
+
+def wait_for_notebooks(book_dir, timeout: float = 3600.0, poll: float = 2.0) -> list:
+    """Waits until every notebook marked ``"expected"`` in ``book_dir`` (:func:`mark_notebook`)
+    is marked ``"done"``, for at most ``timeout`` seconds, and returns the names still not done
+    (empty when all are). With no notebook expected it returns at once."""
+    marks, end = pathlib.Path(book_dir) / "_notebooks", time.monotonic() + timeout
+    while True:
+        expected = {p.name[len("expected-"):] for p in marks.glob("expected-*")}
+        waiting = sorted(expected - {p.name[len("done-"):] for p in marks.glob("done-*")})
+        if not waiting or time.monotonic() > end:
+            return waiting
+        time.sleep(poll)
+
+
 def cache_executed(cache_dir, path, nb, seconds: float) -> None:
     """Store the executed notebook ``nb`` (read from ``path``, outputs filled) in the cache at
     ``cache_dir``, as Jupyter Book's own execution does (``myst_nb.core.execute.cache``)."""
