@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from .image_runs import ImageRunConfig
 
-#: Settings of every smoke group: tiny models and evaluations on stand-in data.
-SMOKE = dict(n_eval=128, eval_batch=64, batch_size=32, width=6, probe_train=64)
+#: Settings of every smoke group: tiny models and evaluations on stand-in data. The smoke preset
+#: checks mechanics, so its evaluations are as small as still exercise them: one chunk of 64
+#: test images, and 3 power iterations where a group measures the curvature (the tests of
+#: :func:`itlin_core.max_curvature` check its accuracy).
+SMOKE = dict(n_eval=64, eval_batch=64, batch_size=32, width=6, probe_train=64, curvature_iterations=3)
 #: Our reading of the CIFAR10 learning rate for finite K: Fig. 4's (the other captions are not in our copy).
 CIFAR_PAPER_LR = 1e-5
 #: colab: lr x 1000, K and steps / 1000 (:func:`scaled`).
