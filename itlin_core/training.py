@@ -208,7 +208,7 @@ def _resume(plan: _Plan, step, state, source):
     run (refused, with what differs, when its settings, key or program differ)."""
     if plan.checkpoint is None:
         return state, 0, _History(plan.block, plan.on_nonfinite)
-    path, kd = plan.checkpoint.path, key_data(plan.checkpoint.key)
+    path, kd = plan.checkpoint.path, key_data(plan.checkpoint.key, "Checkpointing.key")
     ck = load_checkpoint(path, state) if path.exists() else None    # its structure checked first
     run_meta = {"num_steps": plan.num_steps, "eval_every": plan.every, "checkpoint_every": plan.checkpoint.every,
                 "loss_every": plan.block, "user": _json_meta(plan.checkpoint.meta), "jax": jax.__version__,
