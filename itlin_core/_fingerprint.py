@@ -81,4 +81,6 @@ MEANINGS = {"step": "the training step computes something else (its learning rat
                     "loss or batch size changed)",
             "data": "the training data differ",
             "init": "the initial state differs (another seed or initialisation of the parameters)",
-            "jax": "another JAX version (a run is resumed only under the JAX it started with)"}
+            "jax": "another JAX version (a run is resumed only under the JAX it started with)",
+            "itlin_core": "another version of itlin_core (a run is resumed only under the package version it "
+                          "started with)"}

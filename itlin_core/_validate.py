@@ -1,7 +1,8 @@
 """Argument checks shared by the public functions.
 
 Convention: every check raises :class:`ValueError` with a sentence that names the argument,
-says what was wrong and what is allowed. Checks are skipped for values that are JAX tracers
+says what was wrong and what is allowed (:func:`check_key`, the wrong kind of object, raises
+:class:`TypeError`). Checks are skipped for values that are JAX tracers
 (inside ``jit``/``vmap`` the value is not known in Python).
 """
 
@@ -22,6 +23,49 @@ K_NEVER = np.iinfo(np.int32).max
 
 def is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
+
+
+@functools.cache
+def _raw_key_shape() -> tuple:
+    """The shape of a raw (``uint32``) key of JAX's default PRNG, e.g. ``(2,)`` for threefry."""
+    return tuple(jax.eval_shape(jax.random.PRNGKey, 0).shape)
+
+
+def _describe(x) -> str:
+    if x is None:
+        return "None"
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return f"the integer {x!r} (a seed? pass jax.random.key({x!r}))"
+    if isinstance(x, (bool, float, complex, str)):
+        return f"the {type(x).__name__} {x!r}"
+    if hasattr(x, "dtype") and hasattr(x, "shape"):
+        return f"an array of shape {tuple(x.shape)} and dtype {x.dtype}"
+    return f"a {type(x).__name__}"
+
+
+def check_key(key, name: str = "key", *, batch: bool = False):
+    """Return ``key`` if it is a JAX PRNG key, else raise :class:`TypeError` (the one check here
+    that does: the wrong kind of object, not a bad value). Allowed: a typed key
+    (:func:`jax.random.key`) or a raw ``uint32`` key (:func:`jax.random.PRNGKey`); with ``batch``
+    also an array of keys (leading axes). Tracers pass unchecked."""
+    if is_traced(key):
+        return key
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None and hasattr(key, "shape"):
+        shape = tuple(key.shape)
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            if shape == () or batch:
+                return key
+            given = f"an array of {math.prod(shape)} keys (shape {shape})"
+            raise TypeError(f"{name} must be one JAX PRNG key, got {given}; pass one of them, e.g. {name}[0].")
+        raw = _raw_key_shape()
+        if dtype == np.uint32 and (shape == raw or (batch and shape[len(shape) - len(raw):] == raw)):
+            return key
+        if dtype == np.uint32 and not batch and shape[len(shape) - len(raw):] == raw:
+            raise TypeError(f"{name} must be one JAX PRNG key, got {math.prod(shape[:-len(raw)])} raw keys (shape "
+                            f"{shape}); pass one of them, e.g. {name}[0].")
+    raise TypeError(f"{name} must be a JAX PRNG key, from jax.random.key(seed) or jax.random.PRNGKey(seed), "
+                    f"got {_describe(key)}.")
 
 
 def check_period(K):

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._io import FLOAT_WORDS, atomic_write, encode_float
-from ._validate import check_whole
+from ._validate import check_key, check_whole
 
 FORMAT_VERSION = 2   # 2: the header lists every array member (a damaged zip directory can hide one)
 
@@ -74,11 +74,13 @@ def _decode_scalar(v):
     return FLOAT_WORDS[v["__float__"]] if isinstance(v, dict) else v
 
 
-def key_data(key):
-    """The raw ``uint32`` data of a PRNG key (typed, from :func:`jax.random.key`, or raw), as a
-    NumPy array; ``None`` stays ``None``."""
+def key_data(key, name: str = "key"):
+    """The raw ``uint32`` data of a PRNG key (typed, from :func:`jax.random.key`, or raw), or of
+    an array of keys, as a NumPy array; ``None`` stays ``None``. Anything else (a seed, say)
+    raises TypeError naming ``name``."""
     if key is None:
         return None
+    check_key(key, name, batch=True)
     if hasattr(key, "dtype") and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
         key = jax.random.key_data(key)
     return np.asarray(key)
@@ -98,7 +100,8 @@ def save_checkpoint(path, state, *, step: int, history: Mapping, key=None, meta:
     JSON values (NaN, infinity, sets, objects; NumPy scalars become Python numbers); a ``path``
     that is a folder; and, unless ``overwrite=True``, a ``path`` that holds a file other than a
     checkpoint (one whose checkpoint header cannot be read): the writer replaces only its own files.
-    Should the new file not read back intact, the previous one is kept.
+    Should the new file not read back intact, the previous one is kept. A ``key`` that is not a
+    PRNG key or an array of them (a seed, say) raises TypeError, also before anything is written.
 
     Examples:
       The state, the step, a ``None`` in the history and the PRNG key (as its raw data)

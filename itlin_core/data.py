@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._validate import check_number, positive_ints
+from ._validate import check_key, check_number, positive_ints
 from .activations import activation_pair
 # CIFAR10 and MNIST live in itlin_core.datasets; re-exported so that ``data.cifar10()`` reads
 # like the toy sets.
@@ -36,7 +36,7 @@ def single_index(key, n_train: int, n_test: int, d: int, link: str = "abs"):
     if link not in links:
         raise ValueError(f"unknown link {link!r}; use one of {sorted(links)}.")
     n_train, n_test, d = positive_ints(n_train=n_train, n_test=n_test, d=d)
-    kw, ktr, kte = jax.random.split(key, 3)
+    kw, ktr, kte = jax.random.split(check_key(key), 3)
     w = jax.random.normal(kw, (d,))
     w = w / jnp.linalg.norm(w)
     x_train = jax.random.normal(ktr, (n_train, d))
@@ -56,7 +56,7 @@ def regression_1d(key, n_train: int, n_test: int, noise_std: float = 0.0, interv
     lo, hi = interval
     if not hi > lo:
         raise ValueError(f"interval must be (low, high) with low < high, got {interval!r}.")
-    k1, k2 = jax.random.split(key)
+    k1, k2 = jax.random.split(check_key(key))
     f = lambda x: jnp.sin(x) + 0.3 * x
     x_train = jax.random.uniform(k1, (n_train, 1), minval=lo, maxval=hi)
     x_test = jnp.linspace(lo, hi, n_test)[:, None]
@@ -91,7 +91,7 @@ def xor(key, n: int, noise_var: float = 0.1):
     corners ``{-1, 1}^2`` (:data:`XOR_CENTRES`) and ``eps ~ N(0, noise_var I)``, and the label
     ``y = x_1 x_2`` (shape ``(n, 1)``). Returns ``(x, y)``."""
     (n,), noise_var = positive_ints(n=n), check_number("noise_var", noise_var, minimum=0.0)
-    kz, ke = jax.random.split(key)
+    kz, ke = jax.random.split(check_key(key))
     z = XOR_CENTRES[jax.random.randint(kz, (n,), 0, 4)]
     x = z + jnp.sqrt(noise_var) * jax.random.normal(ke, (n, 2))
     return x, (x[:, 0] * x[:, 1])[:, None]
@@ -111,7 +111,7 @@ def teacher_student(key, n_train: int, n_test: int, d: int = 10, m_star: int = 5
     """
     n_train, n_test, d, m_star = positive_ints(n_train=n_train, n_test=n_test, d=d, m_star=m_star)
     gamma, _ = activation_pair(activation, beta)
-    ku, kv, ktr, kte = jax.random.split(key, 4)
+    ku, kv, ktr, kte = jax.random.split(check_key(key), 4)
     u_star = jax.random.normal(ku, (m_star, d))
     v_star = jax.random.normal(kv, (m_star,))
     x_train = jax.random.normal(ktr, (n_train, d))

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._conv import _conv, _conv_lax, _conv_padded, _conv_padded_lax  # noqa: F401 (the references, for tests)
-from ._validate import check_number, check_sizes, numeric_leaves, positive_ints, with_param_check
+from ._validate import check_key, check_number, check_sizes, numeric_leaves, positive_ints, with_param_check
 from .activations import activation as _activation
 
 
@@ -59,6 +59,7 @@ def mlp(layer_sizes: Sequence[int], activation="relu", *, parameterisation: str 
     ntk = parameterisation == "ntk"
 
     def init(key):
+        check_key(key)
         params = []
         for k, (fan_in, fan_out) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
             kw, kb = jax.random.split(k)
@@ -135,6 +136,7 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50, 
     dense_sizes = [flat, *dense, num_classes]
 
     def init(key):
+        check_key(key)
         k1, k2, *kd = jax.random.split(key, 2 + len(dense_sizes) - 1)
         he = lambda k, shape, fan_in: jax.random.normal(k, shape) * math.sqrt(2.0 / fan_in)
         params = {"conv1": {"w": he(k1, (5, 5, c, channels), 25 * c), "b": jnp.zeros(channels)},
@@ -249,6 +251,7 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
         return {"w": w * scale, "b": jnp.zeros(c_out, w.dtype)}
 
     def init(key):
+        check_key(key)
         # One draw for all weights, cut into layers: a single compiled sampler (one per shape
         # costs about a second each on CPU).
         flat = jax.random.normal(key, (sum(math.prod(sh) for sh in shapes),))
@@ -367,6 +370,7 @@ def small_cnn(num_classes: int = 10, input_shape=(8, 8, 1), channels=(16, 32), d
     flat = (h // 4) * (w // 4) * c2
 
     def init(key):
+        check_key(key)
         k1, k2, k3, k4 = jax.random.split(key, 4)
         he = lambda k, shape, fan_in: jax.random.normal(k, shape) * math.sqrt(2.0 / fan_in)
         return {"conv1": {"w": he(k1, (3, 3, c, c1), 9 * c), "b": jnp.zeros(c1)},

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import check_finite, check_whole, is_traced
+from ._validate import check_key, check_finite, check_whole, is_traced
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -120,6 +120,7 @@ def minibatches(key, x, y, batch_size: int) -> Batches:
       >>> epoch(range(3)), epoch(range(3, 6))
       ([0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5])
     """
+    check_key(key)
     n = _check_pair(x, y)
     batch_size = check_whole("batch_size", batch_size, 1, n, " (the number of examples)")
     return Batches(_minibatch_fn(batch_size), (key, x, y))
@@ -159,6 +160,7 @@ def augmented_minibatches(key, x, y, batch_size: int, *, padding: int = 4, flip:
       >>> xb.shape, xb.dtype, bool(jnp.array_equal(xb, make()(5)[0]))
       ((2, 8, 8, 3), dtype('float32'), True)
     """
+    check_key(key)
     if (mean is None) != (std is None):
         raise ValueError("give both mean and std (to normalise) or neither.")
     _check_images(x, "x")
@@ -230,6 +232,7 @@ def random_crop(key, images, padding: int = 4):
       >>> out.shape, bool(((ones >= 9) & (ones <= 16)).all())
       ((5, 4, 4, 1), True)
     """
+    check_key(key)
     _check_images(images)
     padding = check_whole("padding", padding, 0)
     h, w, c = images.shape[1:]
@@ -259,6 +262,7 @@ def random_flip(key, images):
       >>> bool(jnp.array_equal(ic.random_flip(key, once), images))
       True
     """
+    check_key(key)
     _check_images(images)
     flip = jax.random.bernoulli(key, 0.5, (images.shape[0],))
     return jnp.where(flip[:, None, None, None], images[:, :, ::-1, :], images)
@@ -281,7 +285,7 @@ def augment(key, images, padding: int = 4, flip: bool = True):
       >>> bool(jnp.array_equal(ic.augment(key, images, padding=0, flip=False), images))
       True
     """
-    k_crop, k_flip = jax.random.split(key)
+    k_crop, k_flip = jax.random.split(check_key(key))
     out = random_crop(k_crop, images, padding) if padding else images
     return random_flip(k_flip, out) if flip else out
 

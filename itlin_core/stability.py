@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ._validate import check_examples, check_whole, is_traced
+from ._validate import check_key, check_examples, check_whole, is_traced
 
 PyTree = Any
 
@@ -88,7 +88,7 @@ def max_curvature(apply_fn: Callable, loss_fn: Callable, params: PyTree, x, y, *
         hjv = jax.jvp(grad_out, (out,), (jv,))[1]
         return ravel_pytree(vjp_fn(hjv)[0])[0]
 
-    key = jax.random.key(0) if key is None else key
+    key = jax.random.key(0) if key is None else check_key(key)
     v = jax.random.normal(key, flat0.shape, flat0.dtype)
     v = v / jnp.linalg.norm(v)
 

@@ -203,20 +203,30 @@ def _nonfinite_runs(state, runs_shape) -> np.ndarray:
     return to_host(bad)
 
 
+def _package_version() -> str:
+    """``itlin_core.__version__``, read when a run starts (the package is imported by then)."""
+    import itlin_core
+
+    return itlin_core.__version__
+
+
 def _resume(plan: _Plan, step, state, source):
     """``(state, start step, history)``: the given state at step 0, or the checkpoint of the same
     run (refused, with what differs, when its settings, key or program differ)."""
     if plan.checkpoint is None:
         return state, 0, _History(plan.block, plan.on_nonfinite)
-    path, kd = plan.checkpoint.path, key_data(plan.checkpoint.key)
+    path, kd = plan.checkpoint.path, key_data(plan.checkpoint.key, "Checkpointing.key")
     ck = load_checkpoint(path, state) if path.exists() else None    # its structure checked first
     run_meta = {"num_steps": plan.num_steps, "eval_every": plan.every, "checkpoint_every": plan.checkpoint.every,
                 "loss_every": plan.block, "user": _json_meta(plan.checkpoint.meta), "jax": jax.__version__,
                 "step": step_digest(getattr(step, "inner_step", step), state, source.fn, source.data), "data": data_digest(source.data),
-                "init": state_sample(state)}
+                "init": state_sample(state), "itlin_core": _package_version()}
     if ck is None:
         return state, 0, _History(plan.block, plan.on_nonfinite, run_meta=run_meta, key=kd)
-    differ = [k for k in {**ck.meta, **run_meta} if k != "init" and ck.meta.get(k) != run_meta.get(k)]
+    # (older checkpoints lack "init" and "itlin_core": they resume as before)
+    differ = [k for k in {**ck.meta, **run_meta} if k not in ("init", "itlin_core") and ck.meta.get(k) != run_meta.get(k)]
+    if "itlin_core" in ck.meta and ck.meta["itlin_core"] != run_meta["itlin_core"]:
+        differ.append("itlin_core")
     if "init" in ck.meta and not same_sample(ck.meta["init"], run_meta["init"]):  # (older checkpoints lack it)
         differ.append("init")
     if differ:

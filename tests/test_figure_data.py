@@ -1,8 +1,10 @@
 """The CSV files behind the image chapters' figures (itlin_core.book.figure_data): every number of
 the record's curves comes back from the file, missing groups leave a header-only file, and a bad
-name is refused before anything is written."""
+name is refused before anything is written. A new file replaces the old one only after it was
+read back whole, and only if the old one is a table this writer made (else overwrite=True)."""
 
 import csv
+import os
 
 import numpy as np
 import pytest
@@ -67,3 +69,58 @@ def test_an_existing_file_is_replaced_whole(tmp_path):
     path = figure_data.write_figure_csv({"a": record([1, 2])}, ["a"], "fig", folder=tmp_path)
     path = figure_data.write_figure_csv({"a": record([1])}, ["a"], "fig", folder=tmp_path)
     assert len(read(path)) == 1 + 3 and [p.name for p in tmp_path.iterdir()] == ["fig.csv"]
+
+
+class HalfWritten:
+    """A file whose writes keep only the first half of what they are given (a full disk that does
+    not say so): what a writer that does not read its file back would rename into place."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, data):
+        self.f.write(data[:len(data) // 2])
+        return len(data)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def test_a_file_that_reads_back_wrong_never_replaces_the_old_one(tmp_path, monkeypatch):
+    path = figure_data.write_figure_csv({"a": record([1, 2])}, ["a"], "fig", folder=tmp_path)
+    before = path.read_bytes()
+    fdopen = os.fdopen
+    monkeypatch.setattr(os, "fdopen", lambda *a, **k: HalfWritten(fdopen(*a, **k)))
+    with pytest.raises(OSError, match="read back .* differs"):
+        figure_data.write_figure_csv({"a": record([1])}, ["a"], "fig", folder=tmp_path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["fig.csv"]
+
+
+@pytest.mark.parametrize("content", [b"my own notes\n1,2,3\n", b"\x00\xff\xfe binary", "run,step,filter,row,column,channel,weight\n".encode(),
+                                     b"group,run,K"])     # someone else's file, a filters table, a header cut short
+def test_a_file_the_writer_did_not_make_is_kept_unless_overwrite(tmp_path, content):
+    path = tmp_path / "fig.csv"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"fig\.csv was not written by figure_data .* left as it is.*overwrite=True"):
+        figure_data.write_figure_csv({"a": record([1])}, ["a"], "fig", folder=tmp_path)
+    assert path.read_bytes() == content and [p.name for p in tmp_path.iterdir()] == ["fig.csv"]
+    figure_data.write_figure_csv({"a": record([1])}, ["a"], "fig", folder=tmp_path, overwrite=True)
+    assert read(path)[0][:6] == list(figure_data.KEY_COLUMNS)
+
+
+def test_a_figure_file_cut_short_or_empty_is_replaced(tmp_path):
+    """As documented: an empty file, or one of the writer's own cut short after its header line
+    (as a killed writer of old left it), holds nothing to lose and is replaced."""
+    full = figure_data.write_figure_csv({"a": record([1, 2])}, ["a"], "fig", folder=tmp_path).read_bytes()
+    for content in (b"", full[:len(full) // 2]):
+        (tmp_path / "fig.csv").write_bytes(content)
+        path = figure_data.write_figure_csv({"a": record([1, 2])}, ["a"], "fig", folder=tmp_path)
+        assert path.read_bytes() == full
+    (tmp_path / "filters.csv").write_bytes(b"run,step,filter,row,column,channel,weight\nK=1,0,0")
+    assert read(figure_data.write_filters_csv(None, "filters", folder=tmp_path)) == [list(figure_data.FILTER_COLUMNS)]

@@ -1,11 +1,14 @@
 """Every writer of the package, killed (SIGKILL) while it writes, leaves each file it writes either
 complete in its previous version or complete in its new one, never a partial file: checkpoints
-(:func:`itlin_core.save_checkpoint`), results records (:func:`itlin_core.book.records.save_results`)
-and stand-in data sets (:func:`itlin_core.datasets.write_stand_in`). A child process writes a
+(:func:`itlin_core.save_checkpoint`), results records (:func:`itlin_core.book.records.save_results`),
+stand-in data sets (:func:`itlin_core.datasets.write_stand_in`), the tables behind the figures
+(:func:`itlin_core.book.figure_data.write_figure_csv`) and the notebook timings of ``make book``
+(:func:`itlin_core.book.execution.write_times`). A child process writes a
 first version, then starts a second one and stops inside its n-th call of a file's ``write``
 (found with :func:`sys.setprofile`): the test kills it there and reads what is left. A writer
 that wrote into the file itself would leave it empty or cut off."""
 
+import csv
 import os
 import signal
 import subprocess
@@ -15,9 +18,10 @@ import numpy as np
 import pytest
 
 import itlin_core as ic
-from itlin_core.book import records
+from itlin_core.book import execution, records
 
 N = 100_000     # floats per version: several write calls per file
+ROWS = 1000     # rows of a figure's table (each is traced while the child writes, so few), timings
 
 WRITERS = {
     "checkpoint": f"""
@@ -27,7 +31,7 @@ def write(v):
 """,
     "record": f"""
 import numpy as np
-from itlin_core.book import records
+from itlin_core.book import execution, records
 def write(v):
     records.save_results("kill_test", "smoke", {{"g": {{"a": np.full({N // 8}, float(v))}}}}, seed=v, results_dir=DIR)
 """,
@@ -35,6 +39,19 @@ def write(v):
 import itlin_core as ic
 def write(v):
     ic.datasets.write_stand_in("mnist", DIR, 600, 100, seed=v, overwrite=True)
+""",
+    "figure_csv": f"""
+import numpy as np
+from itlin_core.book import figure_data
+def write(v):
+    rec = {{"Ks": [1], "labels": ["K=1"], "eval_step": np.arange({ROWS}), "feature_updates": np.ones(({ROWS}, 1), int),
+           "metrics": {{"loss": np.full(({ROWS}, 1), float(v))}}}}
+    figure_data.write_figure_csv({{"g": rec}}, ["g"], "fig", folder=DIR)
+""",
+    "timings": f"""
+from itlin_core.book import execution
+def write(v):
+    execution.write_times(DIR + "/" + execution.TIMES_FILE, {{f"nb{{i}}": float(v) for i in range({ROWS})}})
 """,
 }
 
@@ -78,6 +95,16 @@ def read_back(kind, folder, tmp_path):
         a = np.asarray(rec["data"]["g"]["a"])
         assert a.shape == (N // 8,) and np.all(a == rec["seed"])
         return {rec["seed"] % 2}
+    if kind == "figure_csv":
+        with open(folder / "fig.csv", newline="") as f:
+            header, *rows = csv.reader(f)
+        loss = {row[header.index("loss")] for row in rows}
+        assert len(rows) == ROWS and len(loss) == 1, "the table is cut short or mixes versions"
+        return {int(float(loss.pop())) % 2}
+    if kind == "timings":
+        times = execution.read_times(folder / execution.TIMES_FILE)     # a ValueError if partial
+        assert len(times) == ROWS and len(set(times.values())) == 1
+        return {int(times["nb0"]) % 2}
     # stand-in: each file is byte for byte one of the two versions
     parities = set()
     for f in sorted((folder / "mnist").glob("*.gz")):
@@ -90,7 +117,8 @@ def read_back(kind, folder, tmp_path):
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="finds the file behind a descriptor in /proc")
 @pytest.mark.parametrize("kind, pause_at", [("checkpoint", 1), ("checkpoint", 3), ("record", 1), ("stand_in", 1),
-                                            ("stand_in", 2)])    # a record is written in one call
+                                            ("stand_in", 2), ("figure_csv", 1), ("timings", 1)])
+# a record, a figure's table and the timings are each written in one call
 def test_a_writer_killed_mid_write_leaves_a_complete_file(tmp_path, kind, pause_at):
     if kind == "stand_in":
         for v in (0, 1):

@@ -72,6 +72,22 @@ def test_the_initial_state_is_compared_within_a_tolerance_and_older_checkpoints_
     assert run(path, seed=3)[1]["resumed_from"] == 4
 
 
+def test_a_run_made_by_another_package_version_is_not_resumed(tmp_path, monkeypatch):
+    """The checkpoint keeps itlin_core's version; another version refuses it by name, and a
+    checkpoint written before the version was kept resumes as before."""
+    path = tmp_path / "ck.npz"
+    run(path, stop_at=4)
+    monkeypatch.setattr(ic, "__version__", "9.9.9")
+    with pytest.raises(ValueError, match=r"other settings: itlin_core \(another version of itlin_core"):
+        run(path)
+    template = ic.init_il_state(MODEL.init(KEY), optax.sgd(0.05))
+    ck = ic.load_checkpoint(path, template)
+    assert ck.meta["itlin_core"] != ic.__version__
+    older = {k: v for k, v in ck.meta.items() if k != "itlin_core"}
+    ic.save_checkpoint(path, ck.state, step=ck.step, history=ck.history, key=ck.key, meta=older)
+    assert run(path)[1]["resumed_from"] == 4
+
+
 def test_a_checkpoint_path_below_a_file_is_refused_before_training(tmp_path):
     (tmp_path / "file").write_text("x")
     calls = []

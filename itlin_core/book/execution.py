@@ -15,7 +15,9 @@ two notebooks each run XLA's thread pool on every core and slow each other down 
 The notebooks start longest first (the times measured by the previous run, kept in
 ``execution-seconds.json`` beside the cache, or else the order of ``SLOWEST_FIRST``), so that the
 longest notebook does not start last; a notebook the previous run did not time starts before
-the timed ones, since it may be long.
+the timed ones, since it may be long. That file is written atomically and read back before it
+replaces the old one (:func:`write_times`); a damaged one stops the command before any notebook
+runs, with a sentence that names it (:func:`read_times`), and is never replaced.
 
 ``cache_executed`` stores a notebook executed elsewhere; the test suite uses it to hand the
 notebooks nbval has just executed to the smoke book build (``conftest.py``), so that ``make
@@ -27,11 +29,14 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import math
 import multiprocessing
 import os
 import pathlib
 import sys
 import time
+
+from .._io import atomic_write
 
 # Only the order in which notebooks start when no measured times exist yet (a fresh clone):
 # the slowest first, as measured at the book preset on a 2-core CPU.
@@ -155,6 +160,55 @@ def _init_worker(shares):
     pin_to(cores)
 
 
+def _check_times(times, path) -> dict:
+    if not isinstance(times, dict):
+        raise ValueError(f"{path} holds a JSON {type(times).__name__}, not a map from notebook name to seconds")
+    for name, seconds in times.items():
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
+                or seconds < 0:
+            raise ValueError(f"{path} gives notebook {name!r} the time {seconds!r}, not a number of seconds >= 0")
+    return times
+
+
+def read_times(path) -> dict:
+    """The seconds each notebook took in the previous run, as :func:`write_times` kept them in
+    ``path`` (``{}`` when there is no such file yet).
+
+    Raises:
+      ValueError: ``path`` exists but is not such a file (unreadable, cut short, not JSON, not a
+        map from notebook name to a number of seconds >= 0). The sentence names the file and the
+        next step; the file is left as it is (:func:`execute_into_cache` never replaces it).
+    """
+    path = pathlib.Path(path)
+    try:
+        return _check_times(json.loads(path.read_bytes().decode("utf-8")), path)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:     # JSON's and UTF-8's errors are ValueErrors
+        why = str(e) if str(e).startswith(str(path)) else f"{path} cannot be read as JSON text ({e})"
+        raise ValueError(f"{why}; it is not the notebook timings file this command writes. It only orders "
+                         f"the notebooks: delete it (or move it away) and run the command again.") from None
+
+
+def write_times(path, times: dict, overwrite: bool = False) -> None:
+    """Keep ``times`` (``{notebook stem: seconds}``) in ``path`` as JSON, atomically: written to a
+    temporary file in the same folder, read back (:func:`read_times`) and compared byte for byte
+    and value for value, then renamed over ``path`` (:func:`itlin_core._io.atomic_write`). A file
+    at ``path`` that :func:`read_times` refuses (so not one this function wrote) is left as it is
+    with its ValueError, unless ``overwrite=True``."""
+    path = pathlib.Path(path)
+    if not overwrite:
+        read_times(path)
+    blob = json.dumps(_check_times(dict(times), path), indent=1, sort_keys=True, allow_nan=False).encode("utf-8")
+
+    def verify(tmp):
+        if tmp.read_bytes() != blob or read_times(tmp) != times:
+            raise OSError(f"{path}: the timings read back from the new file differ from those written "
+                          "(a full disk?); the old file was kept.")
+
+    atomic_write(path, lambda f: f.write(blob), "wb", verify=verify)
+
+
 def _start_order(paths, times):
     """Longest first: a notebook with no measured time (new, or never run here) may be long, so
     those start first (in the order of ``SLOWEST_FIRST``), then the measured ones by time."""
@@ -176,10 +230,7 @@ def execute_into_cache(root=".", cache_dir="_build/.jupyter_cache", jobs: int = 
         raise ValueError(f"jobs must be a positive integer (the number of notebooks run at once); got {jobs!r}")
     cache_dir = pathlib.Path(cache_dir)
     times_path = cache_dir.parent / TIMES_FILE
-    try:
-        times = json.loads(times_path.read_text())
-    except (OSError, ValueError):
-        times = {}
+    times = read_times(times_path)     # a damaged file stops the run here, before any notebook runs
     todo = [p for p in toc_notebooks(root) if not is_cached(cache_dir, p)]
     if not todo:
         print("every notebook is in the execution cache already", file=out, flush=True)
@@ -204,9 +255,7 @@ def execute_into_cache(root=".", cache_dir="_build/.jupyter_cache", jobs: int = 
             print(f"[{i}/{len(todo)}] {path.name}: {seconds:.0f} s, {status} "
                   f"({time.perf_counter() - t0:.0f} s elapsed)", file=out, flush=True)
     times.update(done)
-    tmp = times_path.with_name(times_path.name + ".tmp")
-    tmp.write_text(json.dumps(times, indent=1, sort_keys=True))
-    os.replace(tmp, times_path)
+    write_times(times_path, times)
     return done
 
 

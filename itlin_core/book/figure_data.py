@@ -13,18 +13,21 @@ a figure whose groups are all missing gets a file with the header only, so its l
 from __future__ import annotations
 
 import csv
+import io
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from .._io import atomic_write
 from .common import k_label
 
 #: Where the chapters write their figures' data, relative to the notebook's folder.
 FOLDER = "_data"
 #: The columns every row starts with; the record's metrics follow, in sorted order.
 KEY_COLUMNS = ("group", "run", "K", "damping", "step", "feature_updates")
+#: The columns of a filters file.
+FILTER_COLUMNS = ("run", "step", "filter", "row", "column", "channel", "weight")
 
 
 def _check_name(name: str) -> str:
@@ -33,20 +36,51 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _write_atomic(path: Path, header, rows) -> Path:
-    """Write a CSV through a temporary file in the same folder and rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _check_replaceable(path: Path, header) -> None:
+    """Refuse to replace a file this writer did not make: one whose first line is not the header
+    of the same kind of table (a figure's: :data:`KEY_COLUMNS` first; filters': :data:`FILTER_COLUMNS`).
+    An empty file, or one of ours cut short after its header line, holds nothing to lose."""
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a figure's data file; move it away or choose another name.")
+    if not path.exists():
+        return
+    ours = KEY_COLUMNS if tuple(header[:len(KEY_COLUMNS)]) == KEY_COLUMNS else tuple(header)
     try:
-        with os.fdopen(fd, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(header)
-            writer.writerows(rows)
-        os.chmod(tmp, 0o644)    # mkstemp makes it private; a download is for everyone
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        with open(path, newline="", encoding="utf-8") as f:
+            first = next(csv.reader(f), None)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        why = f"it cannot be read as CSV text: {e}"
+    else:
+        if first is None or tuple(first[:len(ours)]) == ours:
+            return
+        why = f"its first line is {','.join(first)[:80]!r}, not the header {','.join(ours)!r}"
+    raise ValueError(f"{path} was not written by figure_data ({why}); it was left as it is. Move it away, or "
+                     "pass overwrite=True to replace it.")
+
+
+def _write_atomic(path: Path, header, rows, overwrite: bool = False) -> Path:
+    """Write a CSV to a temporary file in the same folder, read it back and compare every cell
+    with what was meant, then rename it over ``path`` (:func:`itlin_core._io.atomic_write`); a
+    file there that this writer did not make is refused unless ``overwrite``."""
+    if not overwrite:
+        _check_replaceable(path, header)
+    want = [["" if c is None else str(c) for c in row] for row in [header, *rows]]
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(want)
+    blob = buffer.getvalue().encode("utf-8")
+
+    def write(f):
+        f.write(blob)
+        os.fchmod(f.fileno(), 0o644)    # mkstemp makes it private; a download is for everyone
+
+    def verify(tmp: Path):
+        with open(tmp, newline="", encoding="utf-8") as f:
+            back = list(csv.reader(f))
+        if back != want:
+            raise OSError(f"{path}: the table read back from the new file differs from the one written "
+                          "(a full disk?); the old file was kept.")
+
+    atomic_write(path, write, "wb", verify=verify)
     return path
 
 
@@ -77,24 +111,32 @@ def figure_rows(results, groups) -> tuple[list, list]:
     return list(KEY_COLUMNS) + metrics, rows
 
 
-def write_figure_csv(results, groups, name: str, folder=FOLDER) -> Path:
+def write_figure_csv(results, groups, name: str, folder=FOLDER, overwrite: bool = False) -> Path:
     """Write the curves of ``groups`` (:func:`figure_rows`) to ``<folder>/<name>.csv``
-    atomically; returns the path. ``name`` is the figure's label (letters, digits, ``-``, ``_``)."""
+    atomically; returns the path. ``name`` is the figure's label (letters, digits, ``-``, ``_``).
+
+    The table goes to a temporary file in the same folder, is read back and compared cell by
+    cell, and only then renamed over ``<name>.csv``; killed or failing at any point, the writer
+    leaves the previous file whole. An existing file is replaced only if this writer made it (its
+    first line is a figure table's header; an empty file, or one cut short after that line,
+    counts as ours);
+    anything else raises ValueError and is left as it is, unless ``overwrite=True``."""
     header, rows = figure_rows(results, list(groups))
-    return _write_atomic(Path(folder) / f"{_check_name(name)}.csv", header, rows)
+    return _write_atomic(Path(folder) / f"{_check_name(name)}.csv", header, rows, overwrite)
 
 
-def write_filters_csv(rec, name: str, folder=FOLDER) -> Path:
+def write_filters_csv(rec, name: str, folder=FOLDER, overwrite: bool = False) -> Path:
     """Write the first-layer filters a record kept (``rec["filters"]``, shape (evaluations, runs,
     height, width, channels, filters)) to ``<folder>/<name>.csv``, one row per weight; a record
-    without filters (or ``None``) gives the header only."""
-    header = ["run", "step", "filter", "row", "column", "channel", "weight"]
+    without filters (or ``None``) gives the header only. Written, and an existing file replaced,
+    as by :func:`write_figure_csv` (the header that marks the file as ours: :data:`FILTER_COLUMNS`)."""
+    header = list(FILTER_COLUMNS)
     rows = []
     if rec is not None and "filters" in rec:
         w = np.asarray(rec["filters"], dtype=np.float64)
         for e, i, r, c, ch, k in np.ndindex(*w.shape):
             rows.append([rec["labels"][i], int(rec["eval_step"][e]), k, r, c, ch, _number(w[e, i, r, c, ch, k])])
-    return _write_atomic(Path(folder) / f"{_check_name(name)}.csv", header, rows)
+    return _write_atomic(Path(folder) / f"{_check_name(name)}.csv", header, rows, overwrite)
 
 
-__all__ = ["FOLDER", "KEY_COLUMNS", "figure_rows", "write_figure_csv", "write_filters_csv"]
+__all__ = ["FOLDER", "KEY_COLUMNS", "FILTER_COLUMNS", "figure_rows", "write_figure_csv", "write_filters_csv"]
