@@ -307,6 +307,17 @@ def with_param_check(model: str, init, *fns):
     return [wrap(fn) for fn in fns]
 
 
+def checked_model(model: str, init, *fns) -> list:
+    """``[init, *fns]`` for a model's NamedTuple: ``init`` refusing anything but one PRNG key
+    (:func:`check_key`), ``fns`` as :func:`with_param_check` wraps them."""
+    @functools.wraps(init)
+    def checked_init(key):
+        check_key(key)
+        return init(key)
+
+    return [checked_init, *with_param_check(model, init, *fns)]
+
+
 def check_microbatch(microbatch):
     """``None`` or a positive integer (examples per gradient chunk); returns it as an int."""
     if microbatch is None:

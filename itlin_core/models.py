@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._conv import _conv, _conv_lax, _conv_padded, _conv_padded_lax  # noqa: F401 (the references, for tests)
-from ._validate import check_key, check_number, check_sizes, numeric_leaves, positive_ints, with_param_check
+from ._validate import check_number, check_sizes, checked_model, numeric_leaves, positive_ints
 from .activations import activation as _activation
 
 
@@ -59,7 +59,6 @@ def mlp(layer_sizes: Sequence[int], activation="relu", *, parameterisation: str 
     ntk = parameterisation == "ntk"
 
     def init(key):
-        check_key(key)
         params = []
         for k, (fan_in, fan_out) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
             kw, kb = jax.random.split(k)
@@ -84,7 +83,7 @@ def mlp(layer_sizes: Sequence[int], activation="relu", *, parameterisation: str 
                 h = act(h)
         return out_scale * h
 
-    return Model(init, *with_param_check("mlp", init, apply))
+    return Model(*checked_model("mlp", init, apply))
 
 
 def _check_images(model: str, x, channels: int, hw=None) -> None:
@@ -136,7 +135,6 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50, 
     dense_sizes = [flat, *dense, num_classes]
 
     def init(key):
-        check_key(key)
         k1, k2, *kd = jax.random.split(key, 2 + len(dense_sizes) - 1)
         he = lambda k, shape, fan_in: jax.random.normal(k, shape) * math.sqrt(2.0 / fan_in)
         params = {"conv1": {"w": he(k1, (5, 5, c, channels), 25 * c), "b": jnp.zeros(channels)},
@@ -154,7 +152,7 @@ def lenet50(num_classes: int = 10, input_shape=(32, 32, 3), channels: int = 50, 
                 y = jax.nn.relu(y)
         return y
 
-    return Model(init, *with_param_check("lenet50", init, apply))
+    return Model(*checked_model("lenet50", init, apply))
 
 
 def lenet50_features(params, x, layer: int):
@@ -251,7 +249,6 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
         return {"w": w * scale, "b": jnp.zeros(c_out, w.dtype)}
 
     def init(key):
-        check_key(key)
         # One draw for all weights, cut into layers: a single compiled sampler (one per shape
         # costs about a second each on CPU).
         flat = jax.random.normal(key, (sum(math.prod(sh) for sh in shapes),))
@@ -300,7 +297,7 @@ def resnet18(num_classes: int = 10, batch_norm: bool = False, *, in_channels: in
 
     # in batch mode an example's logits depend on its batch: no per-example kernels or gradients
     apply.couples_examples = batch_norm
-    return Model(init, *with_param_check("resnet18", init, apply))
+    return Model(*checked_model("resnet18", init, apply))
 
 
 def count_params(params) -> int:
@@ -370,7 +367,6 @@ def small_cnn(num_classes: int = 10, input_shape=(8, 8, 1), channels=(16, 32), d
     flat = (h // 4) * (w // 4) * c2
 
     def init(key):
-        check_key(key)
         k1, k2, k3, k4 = jax.random.split(key, 4)
         he = lambda k, shape, fan_in: jax.random.normal(k, shape) * math.sqrt(2.0 / fan_in)
         return {"conv1": {"w": he(k1, (3, 3, c, c1), 9 * c), "b": jnp.zeros(c1)},
@@ -397,7 +393,7 @@ def small_cnn(num_classes: int = 10, input_shape=(8, 8, 1), channels=(16, 32), d
             raise ValueError(f"layer must be 1 or 2 (the two convolutional blocks), got {layer!r}.")
         return blocks(params, x)[layer - 1].reshape(x.shape[0], -1)
 
-    return FeatureModel(init, *with_param_check("small_cnn", init, apply, features))
+    return FeatureModel(*checked_model("small_cnn", init, apply, features))
 
 
 __all__ = ["Model", "FeatureModel", "mlp", "lenet50", "lenet50_features", "resnet18", "small_cnn",
