@@ -45,7 +45,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._validate import check_key, check_finite, check_number, positive_ints, tree_mismatch, with_param_check
+from ._validate import check_finite, check_number, checked_model, positive_ints, tree_mismatch
 from .activations import activation_pair
 from .gauss_newton import damping_min_eigenvalue, gn_step
 from .models import Model
@@ -102,14 +102,13 @@ def mean_field_net(d: int, width: int, tau0: float = 1.0, activation: str = "rel
     v_shape = (width,) if outputs is None else (width, outputs)
 
     def init(key):
-        check_key(key)
         return {"u": tau0 * jax.random.normal(key, (width, d)), "v": jnp.zeros(v_shape)}
 
     def apply(params, x):
         _check_inputs("x", x, d)
         return gamma(x @ params["u"].T) @ params["v"] / params["v"].shape[0]
 
-    apply, = with_param_check("mean-field network", init, apply)
+    init, apply = checked_model("mean-field network", init, apply)
     return MeanFieldNet(init, apply, activation, float(beta))
 
 

@@ -26,6 +26,7 @@ CALLS = {
     "teacher_student": lambda k: ic.data.teacher_student(k, 4, 4, d=3, m_star=2),
     "mlp.init": lambda k: ic.mlp([3, 2]).init(k),
     "lenet50.init": lambda k: ic.lenet50(3, (16, 16, 1), channels=1, dense=(2,)).init(k),
+    "mean_field_net.init": lambda k: ic.mean_field.mean_field_net(3, 4).init(k),
     "max_curvature": lambda k: ic.max_curvature(lambda th, x: x @ th, ic.squared_error, jnp.zeros(3), X, Y,
                                                 iterations=2, key=k),
 }
