@@ -119,7 +119,8 @@ IMAGE_CHAPTERS = {"cifar_few_updates", "cifar_features", "cifar_damping", "resne
 
 
 # the chapters that build on another chapter's problem (ARCHITECTURE.md says which)
-BUILDS_ON = {("mean_field_scaling", "mean_field_gn"), ("mean_field_images", "mean_field_gn"), ("refresh_rules", "digits_cnn"), ("refresh_rules", "xor_features"),
+BUILDS_ON = {("mean_field_scaling", "mean_field_gn"), ("mean_field_images", "mean_field_gn"),
+             ("mean_field_record", "mean_field_gn"), ("refresh_rules", "digits_cnn"), ("refresh_rules", "xor_features"),
              ("refresh_rules", "mean_field_gn")}
 
 

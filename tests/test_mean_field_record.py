@@ -112,3 +112,17 @@ def test_the_command_lists_the_groups_without_training(capsys):
     out = capsys.readouterr().out
     assert all(name in out for name in mfr.GROUPS)
     assert mfr.main(["--list", "--names", "nope"]) == 2
+
+
+def test_the_table_holds_each_seed_at_the_chosen_step_size(whole, tiny_groups):
+    _, units = whole
+    tab = mfr.group_table("tiny", units, TINY)
+    assert tab["recorded"] == tab["total"] == len(units)
+    for m in ("gn", "gd"):
+        lr = mfr.chosen_lr(units, GROUP, m, 12, 1.0, TINY)
+        assert tab[m]["lr"][0, 0] == lr
+        for k, seed in enumerate((0, 1000)):
+            u = units[mfr.unit_key(GROUP, mfr.settings(GROUP, m, 12, 1.0, lr, seed, TINY))]
+            assert tab[m]["test_loss"][0, 0, k] == u["final_test_loss"] and tab["rf"][0, 0, k] == u["rf_test_loss"]
+    part = mfr.group_table("tiny", dict(list(units.items())[:4]), TINY)      # the seed-0 sweeps only
+    assert part["recorded"] == 4 and np.isnan(part["gn"]["test_loss"][0, 0, 1])

@@ -166,6 +166,41 @@ def is_recorded(units: dict, group: Group, s: dict) -> bool:
         np.isclose(got["settings"][k], v) if isinstance(v, float) else got["settings"][k] == v for k, v in s.items())
 
 
+def group_table(name: str, units: dict, scale: Scale = PAPER) -> dict:
+    """The final metrics of group ``name`` as arrays for plotting, from ``units`` (the record so
+    far): ``n_trains``, ``tau0s``, ``seeds``; for ``"gn"`` and ``"gd"`` the ``lr`` chosen at each
+    ``(tau0, N)`` (NaN until chosen, shape ``(T, Nn)``) and ``test_loss``, ``lrfit``, ``wcd``,
+    ``train_loss`` and ``fitted`` of each seed at that step size (shape ``(T, Nn, S)``, NaN or
+    False where not recorded); ``rf`` the random-features test loss of each seed's data
+    ``(T, Nn, S)``; ``recorded`` and ``total`` (units of the group known so far)."""
+    if name not in GROUPS:
+        raise ValueError(f"unknown group {name!r}; the groups are {', '.join(GROUPS)}.")
+    g = GROUPS[name]
+    shape = (len(g.tau0s), len(g.n_trains), g.n_seeds)
+    seeds = [SEED_STRIDE * k for k in range(g.n_seeds)]
+    out = {"n_trains": np.asarray(g.n_trains), "tau0s": np.asarray(g.tau0s), "seeds": np.asarray(seeds),
+           "rf": np.full(shape, np.nan)}
+    for m in ("gn", "gd"):
+        out[m] = {k: np.full(shape, np.nan) for k in ("test_loss", "lrfit", "wcd", "train_loss")}
+        out[m]["fitted"], out[m]["lr"] = np.zeros(shape, bool), np.full(shape[:2], np.nan)
+        for i, t in enumerate(g.tau0s):
+            for j, n in enumerate(g.n_trains):
+                lr = chosen_lr(units, g, m, n, t, scale)
+                if lr is None:
+                    continue
+                out[m]["lr"][i, j] = lr
+                for k, seed in enumerate(seeds):
+                    u = units.get(unit_key(g, settings(g, m, n, t, lr, seed, scale)))
+                    if u is not None:
+                        for f in ("test_loss", "lrfit", "wcd", "train_loss"):
+                            out[m][f][i, j, k] = u["final_" + f]
+                        out[m]["fitted"][i, j, k] = u["fitted"]
+                        out["rf"][i, j, k] = u["rf_test_loss"]
+    todo = group_units(g, units, scale)
+    out["recorded"], out["total"] = sum(is_recorded(units, g, s) for s in todo), len(todo)
+    return out
+
+
 def record(names, *, scale: Scale = PAPER, results_dir=None, progress=None, log=print,
            max_units: int | None = None) -> dict:
     """Record the groups ``names`` unit by unit (module docstring), saving the record after each
