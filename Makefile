@@ -25,6 +25,13 @@ JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
 # show | hide: the exercises' solutions in the built pages (book/_ext/itlin_html.py)
 SOLUTIONS    ?= show
 
+# Both targets run two processes at once (pytest -n auto; --jobs for the book). OpenBLAS, which
+# NumPy, SciPy and jaxlib's CPU LAPACK calls (eigh, Cholesky, solves) use, then spins its threads
+# against the other process: measured on this 2-core machine with one other busy process, a
+# float64 eigvalsh of a 500 x 500 matrix took 3.3 s with OpenBLAS's default two threads and
+# 0.045 s with one (jax.numpy and NumPy alike), so both targets give each process one thread.
+BLAS_ENV     := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
 .PHONY: venv book test clean
 
 venv: $(STAMP)
@@ -47,9 +54,9 @@ book: $(STAMP)
 	  rm -rf $(JCACHE); \
 	fi; \
 	echo "$$key" > $(CACHE_KEY)
-	JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
+	$(BLAS_ENV) JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
 	  $(VENV_PY) -m itlin_core.book.execution --jobs $(JOBS) --cache $(JCACHE)
-	JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
+	$(BLAS_ENV) JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
 	  ITLIN_HIDE_SOLUTIONS=$(if $(filter hide,$(SOLUTIONS)),1,0) $(VENV)/bin/jupyter-book build . --all
 	@echo
 	@echo "Book built (ITLIN_PRESET=$(ITLIN_PRESET), solutions: $(SOLUTIONS)): $(CURDIR)/$(BUILD_DIR)/html/index.html"
@@ -83,7 +90,7 @@ test: $(STAMP)
 	@rc=0; jcache=$$(mktemp -d); bookdir=$$(mktemp -d); \
 	XLA_FLAGS="$(TEST_XLA_FLAGS) $${XLA_FLAGS:-}" \
 	JAX_COMPILATION_CACHE_DIR=$$jcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2 ITLIN_TEST_BOOK_DIR=$$bookdir \
-	JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off ITLIN_SLIDERS=static \
+	$(BLAS_ENV) JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off ITLIN_SLIDERS=static \
 	  $(VENV_PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider -n auto --dist loadfile --no-loadscope-reorder --durations=$${ITLIN_DURATIONS:-15} || rc=$$?; \
 	rm -rf "$$jcache" "$$bookdir"; \
 	if [ -n "$${ITLIN_PYTEST_RC_FILE:-}" ]; then echo $$rc > "$$ITLIN_PYTEST_RC_FILE"; fi; \
