@@ -146,6 +146,19 @@ def test_run_stops_below_threshold_and_flags_divergence():
     assert np.isnan(g["final_test_loss"][1]) and np.isfinite(g["final_test_loss"][0])
 
 
+def test_a_run_that_blows_up_is_stopped_by_diverge_above():
+    # GD at step 300 multiplies the training loss by about 16 and then 1e23 before it overflows
+    plain = ex.run_teacher_student(SMALL, "gd", [1.0, 1.0], [1.0, 300.0], progress="off")
+    capped = ex.run_teacher_student(SMALL, "gd", [1.0, 1.0], [1.0, 300.0], progress="off", diverge_above=1e4)
+    assert list(capped["diverged"]) == [False, True] and np.isnan(capped["final_test_loss"][1])
+    assert capped["stopped_at"][1] < plain["stopped_at"][1]       # stopped before the overflow
+    for k in ("train_loss", "test_loss", "lrfit", "wcd"):      # a run that stays finite is unchanged
+        np.testing.assert_array_equal(capped[k][:, 0], plain[k][:, 0])
+    for bad in (1.0, 0.5, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="diverge_above"):
+            ex.run_teacher_student(SMALL, "gd", [1.0], [1.0], diverge_above=bad)
+
+
 def test_rf_baseline_is_lrfit_at_initialisation():
     data = ex.teacher_student_problem(SMALL)
     rf = ex.random_features_baseline(SMALL, [0.5], data=data)

@@ -93,6 +93,11 @@ def test_a_unit_recorded_with_other_settings_is_trained_again(whole, tiny_groups
     s = mfr.group_units(GROUP, units, other)[0]
     assert mfr.is_recorded(units, GROUP, mfr.group_units(GROUP, units, TINY)[0])
     assert not mfr.is_recorded(units, GROUP, s)
+    # nor is a unit of other settings used to choose a step size or drawn
+    assert mfr.chosen_lr(units, GROUP, "gn", 12, 1.0, other) is None
+    tab = mfr.group_table("tiny", units, other)
+    assert np.isnan(tab["gn"]["lr"]).all() and np.isnan(tab["gn"]["test_loss"]).all()
+    assert tab["recorded"] == 3 and not np.isnan(tab["gd"]["test_loss"]).any()   # GD's settings did not change
     got = mfr.record(["tiny"], results_dir=tmp_path, max_units=1, **dict(QUIET, scale=other))
     assert got[mfr.unit_key(GROUP, s)]["settings"]["iterations"] == 41
 

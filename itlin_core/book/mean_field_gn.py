@@ -161,7 +161,7 @@ def method_step(cfg: TeacherStudentConfig, method: str, net, x, y, fast: bool = 
 
 def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, data: dict | None = None,
                         activation: str | None = None, beta: float | None = None, iterations: int | None = None,
-                        fast: bool = True, progress=None, seeds=None) -> dict:
+                        fast: bool = True, progress=None, seeds=None, diverge_above: float | None = None) -> dict:
     """Train one student per ``(tau0s[g], lrs[g])`` pair (equal-length sequences) with ``method``
     ``"gn"`` or ``"gd"``, all in one compiled program (``vmap`` over the pairs, a ``fori_loop``
     between evaluations). Every student starts from the same standard-normal draw scaled by
@@ -172,7 +172,8 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     hold inputs of any dimension and vector targets ``(N, C)`` (a teacher's class
     probabilities, App. C.4): the student then has ``C`` outputs. A student stops (its
     parameters freeze) once its training loss is below ``cfg.stop_loss`` or a step overflows
-    (divergence).
+    (divergence); with ``diverge_above``, so does a training loss above ``diverge_above`` times
+    its initial value (a run that has blown up without overflowing would spend its budget there).
 
     Returns a dict of numpy arrays: ``iters`` ``(E,)``; ``train_loss``, ``test_loss``,
     ``lrfit``, ``wcd`` (when the data has a teacher's weights), ``sigma_min`` of shape ``(E, G)``; ``stopped_at`` ``(G,)`` (the
@@ -187,6 +188,9 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
         raise ValueError(f"tau0s and lrs must be 1-D and of equal length, got shapes {tau0s.shape} and {lrs.shape}.")
     if (tau0s <= 0).any() or (lrs <= 0).any():
         raise ValueError("every tau0 and step size must be > 0.")
+    if diverge_above is not None and not (np.isfinite(diverge_above) and diverge_above > 1):
+        raise ValueError(f"diverge_above must be a finite number > 1 (a factor on the initial training loss) or "
+                         f"None, got {diverge_above!r}.")
     act = activation or cfg.activation
     beta = cfg.beta if beta is None else beta
     d, outputs = (cfg.d, None) if data is None else _shape_of(data)
@@ -222,16 +226,17 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     finite = lambda p: jnp.all(jnp.isfinite(p["u"])) & jnp.all(jnp.isfinite(p["v"]))
 
     def body(_, c):
-        p, lr, done, diverged, stopped, xy, it = c
-        hit = vloss(p, xy) < cfg.stop_loss
+        p, lr, done, diverged, stopped, xy, limit, it = c
+        loss = vloss(p, xy)
+        hit = loss < cfg.stop_loss
         new = vstep(p, lr, xy)
-        bad = ~jax.vmap(finite)(new)          # a step that overflowed: keep the last finite iterate
+        bad = ~jax.vmap(finite)(new) | (loss > limit)      # overflowed or blown up: keep the last iterate
         hit = (hit | bad) & ~done
         stopped = jnp.where(hit, it, stopped)
         diverged = diverged | (bad & ~done)
         done = done | hit
         keep = lambda a, b: jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
-        return jax.tree.map(keep, p, new), lr, done, diverged, stopped, xy, it + 1
+        return jax.tree.map(keep, p, new), lr, done, diverged, stopped, xy, limit, it + 1
 
     advance = jax.jit(lambda c, n: jax.lax.fori_loop(0, n, body, c))
     # lax.map (a loop), not vmap: batched float64 eigh inside this program hung XLA:CPU here
@@ -241,13 +246,14 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     g = tau0s.size
     diverged, stopped = np.zeros(g, bool), np.full(g, budget)
     active = np.arange(g)             # runs still training; finished ones are dropped from the batch
-    carry = (params, jnp.asarray(lrs), jnp.zeros(g, bool), jnp.zeros(g, bool), jnp.full(g, budget), xy0, 0)
+    limit = jnp.full(g, jnp.inf) if diverge_above is None else diverge_above * vloss(params, xy0)
+    carry = (params, jnp.asarray(lrs), jnp.zeros(g, bool), jnp.zeros(g, bool), jnp.full(g, budget), xy0, limit, 0)
     of_active = lambda: None if stacked is None else jax.tree.map(lambda v: v[active], stacked)
     rows = [jax.device_get(evaluate(params, of_active()))]
     iters = [0]
     bar = progress_bar(budget, f"{method.upper()}, {g} runs", progress)
     for a, b in zip(sched[:-1], sched[1:]):
-        carry = advance(carry[:6] + (jnp.asarray(a),), int(b - a))
+        carry = advance(carry[:7] + (jnp.asarray(a),), int(b - a))
         ev = jax.device_get(evaluate(carry[0], of_active()))
         row = {k: np.array(v) for k, v in rows[-1].items()}    # finished runs keep their last values
         for k in row:
@@ -263,7 +269,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
         if done.any():                # shrink the batch (one recompilation per distinct size)
             keep = np.flatnonzero(~done)
             active = active[keep]
-            carry = jax.tree.map(lambda v: v[keep], carry[:6]) + (carry[6],)
+            carry = jax.tree.map(lambda v: v[keep], carry[:7]) + (carry[7],)
     if bar is not None:
         bar.close()
     out = {"iters": np.asarray(iters), "tau0": tau0s, "lr": lrs, "method": method,

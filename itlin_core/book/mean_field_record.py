@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from .mean_field_gn import random_features_baseline, run_teacher_student, teacher_student_config, \
+from .mean_field_gn import random_features_baseline, run_teacher_student, seed_interval, teacher_student_config, \
     teacher_student_problem
 from .records import load_results, save_results
 
@@ -49,11 +49,15 @@ SEED_STRIDE = 1000                           # seed k is 1000 k, the chapters' c
 class Scale:
     """The size of the recorded runs: the task's :class:`~itlin_core.book.mean_field_gn.TeacherStudentConfig`
     (its ``width``, ``n_test``, ``d``, ``m_star``, ``stop_loss``, ``floor``, ``alpha``), each
-    method's step sizes and iteration budget, and the number of evaluations per run."""
+    method's step sizes and iteration budget, the number of evaluations per run, and the factor on
+    the initial training loss above which a run counts as diverged (``diverge_above`` of
+    :func:`~itlin_core.book.mean_field_gn.run_teacher_student`: GN at step 1000 from ``tau0 = 1``
+    took its loss to 1e300 without overflowing, and would have spent its whole budget there)."""
     cfg: object
     lrs: dict
     budget: dict
     n_evals: int = 40
+    diverge_above: float = 1e4
 
 
 #: The recorded scale: the paper's task (``M = 5000``, 10,000 test points) and the step sizes and
@@ -96,7 +100,7 @@ def settings(group: Group, method: str, n: int, tau0: float, lr: float, seed: in
     return {"activation": group.activation, "beta": float(group.beta), "method": method, "n_train": int(n),
             "tau0": float(tau0), "lr": float(lr), "seed": int(seed), "width": c.width, "n_test": c.n_test,
             "d": c.d, "m_star": c.m_star, "iterations": int(scale.budget[method]), "n_evals": int(scale.n_evals),
-            "stop_loss": c.stop_loss, "floor": c.floor, "alpha": c.alpha}
+            "stop_loss": c.stop_loss, "floor": c.floor, "alpha": c.alpha, "diverge_above": float(scale.diverge_above)}
 
 
 def unit_config(s: dict):
@@ -114,7 +118,7 @@ def train_unit(s: dict, progress=None) -> dict:
     cfg = unit_config(s)
     t0 = time.perf_counter()
     run = run_teacher_student(cfg, s["method"], [s["tau0"]], [s["lr"]], iterations=s["iterations"],
-                              progress=progress)
+                              progress=progress, diverge_above=s["diverge_above"])
     rf = float(random_features_baseline(cfg, [s["tau0"]], data=teacher_student_problem(cfg))["test_loss"][0])
     out = {"settings": s, "iters": run["iters"], "rf_test_loss": rf, "stopped_at": int(run["stopped_at"][0]),
            "diverged": bool(run["diverged"][0])}
@@ -130,7 +134,7 @@ def chosen_lr(units: dict, group: Group, method: str, n: int, tau0: float, scale
     """The step size of ``method``'s seed-0 sweep at ``(n, tau0)`` with the lowest final test
     loss among the fitted runs (among the finite ones if none fitted; the paper's rule, which
     chooses on the test loss); ``None`` until the whole sweep is recorded (or if every run diverged)."""
-    runs = [units.get(unit_key(group, settings(group, method, n, tau0, lr, 0, scale))) for lr in scale.lrs[method]]
+    runs = [recorded_unit(units, group, settings(group, method, n, tau0, lr, 0, scale)) for lr in scale.lrs[method]]
     if any(r is None for r in runs):
         return None
     pool = [r for r in runs if r["fitted"]] or [r for r in runs if np.isfinite(r["final_test_loss"])]
@@ -159,11 +163,17 @@ def recorded_units(results_dir=None) -> dict:
     return {} if rec is None else dict(rec["data"])
 
 
+def recorded_unit(units: dict, group: Group, s: dict) -> dict | None:
+    """The unit of settings ``s`` in ``units`` if it was recorded with exactly these settings, else ``None``."""
+    got = units.get(unit_key(group, s))
+    same = got is not None and set(got["settings"]) == set(s) and all(
+        np.isclose(got["settings"][k], v) if isinstance(v, float) else got["settings"][k] == v for k, v in s.items())
+    return got if same else None
+
+
 def is_recorded(units: dict, group: Group, s: dict) -> bool:
     """Whether ``units`` hold the unit of settings ``s`` with exactly these settings."""
-    got = units.get(unit_key(group, s))
-    return got is not None and set(got["settings"]) == set(s) and all(
-        np.isclose(got["settings"][k], v) if isinstance(v, float) else got["settings"][k] == v for k, v in s.items())
+    return recorded_unit(units, group, s) is not None
 
 
 def group_table(name: str, units: dict, scale: Scale = PAPER) -> dict:
@@ -190,7 +200,7 @@ def group_table(name: str, units: dict, scale: Scale = PAPER) -> dict:
                     continue
                 out[m]["lr"][i, j] = lr
                 for k, seed in enumerate(seeds):
-                    u = units.get(unit_key(g, settings(g, m, n, t, lr, seed, scale)))
+                    u = recorded_unit(units, g, settings(g, m, n, t, lr, seed, scale))
                     if u is not None:
                         for f in ("test_loss", "lrfit", "wcd", "train_loss"):
                             out[m][f][i, j, k] = u["final_" + f]
@@ -199,6 +209,28 @@ def group_table(name: str, units: dict, scale: Scale = PAPER) -> dict:
     todo = group_units(g, units, scale)
     out["recorded"], out["total"] = sum(is_recorded(units, g, s) for s in todo), len(todo)
     return out
+
+
+def draw_seeds(ax, x, values, fitted, colour: str, marker: str, label: str):
+    """Draw one method's final values over seeds against ``x`` on ``ax``: every recorded seed
+    (``values`` of shape ``(len(x), S)``, NaN where not recorded) as a faint marker, hollow where
+    ``fitted`` is False, and where at least two seeds are recorded the mean of the logarithm with
+    its 95% Student-t interval shaded (:func:`~itlin_core.book.mean_field_gn.seed_interval`, as
+    App. C.1 of the paper shades its five runs)."""
+    x, values, fitted = np.asarray(x), np.asarray(values, float), np.asarray(fitted, bool)
+    for k in range(values.shape[-1]):
+        ok = np.isfinite(values[:, k])
+        for fit in (True, False):
+            sel = ok & (fitted[:, k] == fit)
+            ax.plot(x[sel], values[sel, k], marker, color=colour, alpha=0.35, ms=4, ls="none",
+                    mfc=colour if fit else "white")
+    full = np.sum(np.isfinite(values), axis=-1) >= 2
+    if full.any():
+        mean, low, high = np.array([seed_interval(v[np.isfinite(v)]) for v in values[full]]).T
+        ax.fill_between(x[full], low, high, color=colour, alpha=0.2, lw=0)
+        ax.plot(x[full], mean, "-", color=colour, label=label)
+    else:
+        ax.plot([], [], marker, color=colour, label=label)
 
 
 def record(names, *, scale: Scale = PAPER, results_dir=None, progress=None, log=print,
