@@ -20,14 +20,19 @@ class Evaluation(NamedTuple):
     """What :func:`train` evaluates between its chunks of steps, and how it records the loss.
 
     Attributes:
-      fn: ``fn(state) -> dict`` of arrays, evaluated at step 0, every ``every`` steps and at the
-        end; its keys may not be those of :data:`RESERVED_KEYS`. ``None``: no evaluation (``every``
-        still sets the chunk length).
+      fn: ``fn(state) -> dict`` of arrays (``fn(state, data)`` when ``data`` is given), evaluated at
+        step 0, every ``every`` steps and at the end; its keys may not be those of
+        :data:`RESERVED_KEYS`. ``None``: no evaluation (``every`` still sets the chunk length).
       every: the chunk length, in steps (default: the whole run, one chunk).
       loss_every: record the loss as its mean over blocks of ``loss_every`` steps (from step 0; the
         last may be shorter), not every step: 6e7 steps of two runs' losses are 480 MB in every
         checkpoint. ``every`` must be a multiple of it. Divergence is still located to the exact
         step, from each chunk's per-step losses.
+      data: a pytree of arrays the evaluation reads (test images, a probe set), handed to ``fn`` as
+        its second argument, so that the compiled evaluation takes them as inputs. Arrays a
+        function merely closes over become constants of its compiled program, and XLA then tries
+        to fold them (it computes a convolution of constant images while compiling): compiling
+        gets slower and the program larger. ``None``: ``fn(state)``.
 
     Examples:
       The state counts steps; it is evaluated at step 0, after every 2 steps and at the end:
@@ -41,6 +46,7 @@ class Evaluation(NamedTuple):
     fn: Callable | None = None
     every: int | None = None
     loss_every: int | None = None
+    data: Any = None
 
 
 class Checkpointing(NamedTuple):
@@ -108,6 +114,7 @@ class _Plan(NamedTuple):
     every: int
     block: int
     eval_fn: Callable | None
+    eval_data: Any
     checkpoint: Checkpointing | None
     on_nonfinite: str
     label: str
@@ -127,6 +134,8 @@ def _plan(step, num_steps, evaluate, checkpoint, on_nonfinite, progress) -> _Pla
     evaluate = evaluate or Evaluation()
     if evaluate.fn is not None and not callable(evaluate.fn):
         raise TypeError(f"Evaluation.fn must be a function state -> dict, got {type(evaluate.fn).__name__}.")
+    if evaluate.data is not None and evaluate.fn is None:
+        raise ValueError("Evaluation.data is given without Evaluation.fn: the data are for fn(state, data).")
     num_steps = check_whole("num_steps", num_steps, 0, K_NEVER, " (the step index is an int32)")
     every = check_whole("Evaluation.every", evaluate.every, 1) if evaluate.every is not None else max(num_steps, 1)
     block = 1 if evaluate.loss_every is None else check_whole("Evaluation.loss_every", evaluate.loss_every, 1)
@@ -159,7 +168,7 @@ def _plan(step, num_steps, evaluate, checkpoint, on_nonfinite, progress) -> _Pla
     if runs is None or not callable(getattr(step, "with_runs", None)):
         mesh = None
     return _Plan(num_steps, num_steps if stop_at is None else min(int(stop_at), num_steps), every, block,
-                 evaluate.fn, checkpoint, on_nonfinite, str(progress.label), progress.mode, mesh, runs)
+                 evaluate.fn, evaluate.data, checkpoint, on_nonfinite, str(progress.label), progress.mode, mesh, runs)
 
 
 __all__ = ["Evaluation", "Checkpointing", "Progress"]

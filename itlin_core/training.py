@@ -223,7 +223,11 @@ class _Runner:
         self.cut = (lambda v: v) if mesh is None else (
             lambda v: v[:runs] if np.ndim(v) and v.shape[0] == self.total else v)
         check_step_room(state, plan.end - start)   # an int32 state.step must not wrap around
-        self.jit_eval = jax.jit(plan.eval_fn) if plan.eval_fn is not None else None
+        self.jit_eval = None
+        if plan.eval_fn is not None:
+            jitted = jax.jit(plan.eval_fn)
+            data = plan.eval_data if mesh is None else replicate_on(plan.eval_data, mesh)
+            self.jit_eval = jitted if data is None else (lambda s: jitted(s, data))
         donate = plan.on_nonfinite != "stop"            # "stop" returns the state from before a bad chunk
         run_step = step
         if mesh is not None:   # the runs padded to a multiple of the devices, and split over them

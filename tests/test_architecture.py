@@ -112,7 +112,8 @@ def test_algorithm_modules_import_only_rows_below_them():
 
 
 SHARED_BOOK = {"common", "records", "plotting", "widgets", "exercises", "bench", "image_runs", "image_records",
-               "image_chapters", "image_settings", "execution", "rules", "record", "queue", "claims", "costs"}
+               "image_chapters", "image_settings", "execution", "rules", "record", "queue", "claims", "costs",
+               "estimates"}
 #: the image chapter modules, which image_chapters (their table, runner and recorder) imports
 IMAGE_CHAPTERS = {"cifar_few_updates", "cifar_features", "cifar_damping", "resnet_mnist"}
 

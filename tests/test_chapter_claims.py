@@ -358,24 +358,6 @@ def test_judge_names_a_divergence_its_criterion_did_not_mention():
     assert claims.divergences(rec) == ["K=10 at step 1,234"] and claims.divergences(rec, [0]) == []
 
 
-@pytest.mark.parametrize("chapter", ["cifar_few_updates", "cifar_features", "cifar_damping", "resnet_mnist"])
-def test_the_reason_under_a_verdict_table_follows_the_scale_table(chapter):
-    """The settings a chapter names as differing from the paper's (glued under its verdict table)
-    are exactly those in which the shown preset is smaller (or its learning rate larger)."""
-    from itlin_core.book import image_chapters
-
-    for preset in ("laptop", "colab"):
-        groups, paper = image_chapters.run_groups(chapter, preset), image_chapters.run_groups(chapter, "paper")
-        reason = image_chapters.scale_differences(chapter, preset)
-        shared = [n for n in groups if n in paper]
-        narrower = any(groups[n].width is not None and (paper[n].width is None or groups[n].width < paper[n].width)
-                       for n in shared)
-        assert ("narrower networks" in reason) == narrower, (preset, reason)
-        assert ("far fewer steps" in reason) == any(groups[n].steps < paper[n].steps for n in shared)
-        assert ("larger learning rates" in reason) == any(groups[n].lr > paper[n].lr for n in shared)
-    assert image_chapters.scale_differences(chapter, "paper") == "none"
-
-
 def test_recorded_numbers_count_groups_minutes_and_stand_ins():
     from itlin_core.book import image_chapters
 

@@ -248,11 +248,38 @@ def test_checkpoint_round_trip_keeps_optax_state_and_typed_key(tmp_path):
     (dict(evaluate=3), "evaluate must be an ic.Evaluation"), (dict(checkpoint=3), "checkpoint must be an ic.Checkpointing"),
     (dict(progress=3), "progress must be an ic.Progress"), (dict(evaluate=ic.Evaluation(fn=3)), "Evaluation.fn must"),
     (dict(progress="loud"), "progress .* must be one of"), (dict(evaluate=ic.Evaluation(every=0)), "Evaluation.every"),
-], ids=["evaluate", "checkpoint", "progress", "fn", "mode", "every"])
+    (dict(evaluate=ic.Evaluation(data={"x": np.zeros(2)})), "Evaluation.data is given without Evaluation.fn"),
+], ids=["evaluate", "checkpoint", "progress", "fn", "mode", "every", "data"])
 def test_the_option_groups_refuse_what_they_cannot_hold(bad, says):
     step, state, batches, eval_fn, key = problem()
     with pytest.raises((TypeError, ValueError), match=says):
         ic.train(step, state, batches, N_STEPS, **bad)
+
+
+@pytest.mark.parametrize("sweep", [False, True], ids=["one run", "sweep"])
+def test_evaluation_data_are_an_argument_of_the_compiled_evaluation(sweep):
+    """Evaluation(fn, data=...) calls fn(state, data) with the data as inputs of the compiled
+    program (tracers while it is traced, not constants folded into it) and gives the history of
+    the same evaluation closing over the data."""
+    step, state, batches, _, _ = problem(sweep)
+    x = jax.random.normal(jax.random.PRNGKey(9), (40, 4))
+    seen = []
+
+    def with_data(s, data):
+        seen.append(isinstance(data["x"], jax.core.Tracer))
+        return {"out": jnp.mean(MODEL.apply(s.params, data["x"]), axis=0) * data["scale"]}
+
+    closed = lambda s: with_data(s, {"x": x, "scale": 2.0})
+    if sweep:
+        with_data_fn, closed = jax.vmap(with_data, in_axes=(0, None)), jax.vmap(closed)
+    else:
+        with_data_fn = with_data
+    _, h_data = ic.train(step, state, batches, 8, progress="off",
+                         evaluate=ic.Evaluation(with_data_fn, every=4, data={"x": x, "scale": 2.0}))
+    assert seen and all(seen)
+    _, h_closed = ic.train(step, state, batches, 8, progress="off", evaluate=ic.Evaluation(closed, every=4))
+    np.testing.assert_allclose(h_data["out"], h_closed["out"], rtol=1e-5, atol=1e-6)
+    assert h_data["out"].shape[:1] == (3,)
 
 
 @pytest.mark.parametrize("reserved", ["loss", "eval_step", "diverged_at"])

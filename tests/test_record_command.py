@@ -57,6 +57,25 @@ def test_records_the_groups_with_the_data_note_and_merges_later_groups(folders):
         assert image_records.records_equal(a, b), name
 
 
+def test_two_record_commands_of_one_chapter_at_once_keep_both_groups(folders, monkeypatch):
+    """A record command merges its groups into the record as it is when the command saves, not as
+    it was when it started: a group that another command saved meanwhile is kept (it was lost)."""
+    kw = dict(verify=False, data_note="files written by the test", checkpoint_dir=folders["ck"],
+              results_dir=folders["results"], progress="off")
+    run_chapter = record.run_chapter
+
+    def the_other_command_saves_first(*args, **kwargs):
+        out = run_chapter(*args, **kwargs)
+        monkeypatch.setattr(record, "run_chapter", run_chapter)
+        record.record_chapter("cifar_few_updates", "laptop", folders["data"], names=["fig3_rules"], **kw)
+        return out
+
+    monkeypatch.setattr(record, "run_chapter", the_other_command_saves_first)
+    record.record_chapter("cifar_few_updates", "laptop", folders["data"], names=["fig3"], **kw)
+    both = records.load_results("cifar_few_updates", ("laptop",), results_dir=folders["results"])
+    assert list(both["data"]) == ["fig3", "fig3_rules"]
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(preset="smoke"), "--preset"), (dict(chapter="xor_features"), "unknown chapter"),
     (dict(names=["fig99"]), "unknown run group"), (dict(verify=False), "--data-note"),

@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+import itlin_core as ic  # noqa: E402
+
 from itlin_core.book import exercises, widgets  # noqa: E402
 
 
@@ -82,6 +84,50 @@ def test_check_total_variation():
     assert exercises.check_total_variation(lambda v: np.abs(np.diff(v)).sum())
     assert not exercises.check_total_variation(lambda v: np.abs(v[-1] - v[0]))  # ignores wiggles
     assert not exercises.check_total_variation(lambda v: np.sum(np.diff(v) ** 2))
+
+
+# Each checker: the reference answer passes; typical wrong answers fail with the hint for that
+# mistake; nothing the student can write crashes the checker.
+U, U_STAR = np.array([[1.0, 0.0], [0.0, 2.0], [-1.0, 1.0]]), np.array([[1.0, 0.0], [1.0, 1.0]])
+_S = np.linspace(1e-3, 20, 200_001)
+CHECKS = [
+    ("feature updates", lambda a: exercises.check_feature_update_count(a),
+     lambda T, K: 1 if K is None else math.ceil(T / K),
+     [(lambda T, K: 1 if K is None else T // K, "counts too"), (lambda T, K: 0 if K is None else math.ceil(T / K),
+                                                                 "K = inf still linearises once"),
+      (lambda T, K: 1 / 0, "ZeroDivisionError")]),
+    ("geometric count", lambda a: exercises.check_geometric_count(a),
+     lambda T, K0, r: math.floor(math.log(1 + T * (r - 1) / K0) / math.log(r)) + 1,
+     [(lambda T, K0, r: math.ceil(T / K0), "solve for j with a logarithm"), (lambda T, K0, r: "many", "wrong count")]),
+    ("random alignment", lambda a: exercises.check_random_alignment(a), 2 * math.sqrt(2) / math.pi,
+     [(math.cos(math.pi / 8), "cosine of the average angle"), (1.3, "between 0 and 1"), ("ninety", "a number")]),
+    ("wcd", lambda a: exercises.check_wcd(a, U, U_STAR),
+     float(ic.weighted_cosine_distance(U, U_STAR)),
+     [(2 * np.mean(1 - np.max((U / np.linalg.norm(U, axis=1, keepdims=True)) @ (U_STAR / np.linalg.norm(
+         U_STAR, axis=1, keepdims=True)).T, axis=1)), "share of the squared norm"),
+      (float(ic.weighted_cosine_distance(U, U_STAR)) / 2, "factor 2")]),
+    ("silu constant", lambda a: exercises.check_silu_constant(a), float(np.max(_S / (1 + np.exp(_S)))),
+     [(0.5, "sigmoid(s) = 1"), (-0.28, "must be positive")]),
+]
+
+
+@pytest.mark.parametrize("name, check, right, wrongs", CHECKS, ids=[c[0] for c in CHECKS])
+def test_exercise_checkers_pass_the_reference_and_explain_typical_mistakes(name, check, right, wrongs, capsys):
+    assert check(right) is True
+    assert "✔" in capsys.readouterr().out
+    for wrong, says in wrongs:
+        assert check(wrong) is False, (name, wrong)
+        out = capsys.readouterr().out
+        assert "✘" in out and says in out, (name, out)
+
+
+def test_the_random_alignment_is_the_mean_alignment_of_random_directions():
+    """An independent check of the constant check_random_alignment compares with: the mean
+    feature alignment (ic.feature_alignment with the XOR centres) of many random directions."""
+    theta = np.random.default_rng(0).uniform(0, 2 * np.pi, 400_000)
+    w = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    mc = float(np.mean(ic.feature_alignment(w, ic.data.XOR_CENTRES)))
+    assert abs(mc - exercises.RANDOM_ALIGNMENT) < 5e-4
 
 
 def test_live_slider_redraws_when_moved():

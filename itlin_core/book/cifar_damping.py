@@ -60,7 +60,7 @@ def runs(preset: str) -> dict:
                           n_train=10_000, n_eval=2000)}
 
 
-def accuracy_when_each_linearisation_is_solved(results, source):
+def accuracy_when_each_linearisation_is_solved(results):
     """Fig. 8: SGD against Adam with K = 1 and with each linearisation solved (large K); prints
     the table behind it."""
     if results is None:
@@ -85,7 +85,8 @@ def accuracy_when_each_linearisation_is_solved(results, source):
     plotting.mark_feature_updates(axes[1], adam, runs=[big])
     axes[1].set(title="Training accuracy, large K (dotted: feature updates)")
     axes[1].legend(loc="lower right")
-    fig.suptitle(f"Like the paper's Fig. 8 (LeNet-50): solving each linearisation with Adam\n{source}")
+    fig.suptitle("Like the paper's Fig. 8 (LeNet-50): solving each linearisation with Adam"
+                 + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
     print(f"{'run':>28} {'linearisations':>15} {'best test acc. (%)':>19} {'final test acc. (%)':>20} "
@@ -98,7 +99,7 @@ def accuracy_when_each_linearisation_is_solved(results, source):
                   f"{100 * m['test_accuracy_proxy'][-1, i]:>20.1f} {100 * m['train_accuracy_proxy'][-1, i]:>21.1f}")
 
 
-def accuracy_against_damping(results, source):
+def accuracy_against_damping(results):
     """Fig. 9 bottom: test and training accuracy for every damping at one K, and the test
     accuracy against the damping; prints the table behind it."""
     if results is None:
@@ -124,7 +125,7 @@ def accuracy_against_damping(results, source):
     axes[2].set(xlabel="damping λ (proximal weight)", ylabel="test accuracy (%)", title="Test accuracy against λ")
     axes[2].legend(loc="best")
     fig.suptitle(f"Like the paper's Fig. 9 bottom (LeNet-50, Adam, K={rec['Ks'][0]}): damping each "
-                 f"linearisation\n{source}")
+                 "linearisation" + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
     print(f"{'lambda':>8} {'best test acc. (%)':>19} {'final test acc. (%)':>20} {'final train acc. (%)':>21}")

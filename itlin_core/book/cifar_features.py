@@ -76,7 +76,7 @@ def size_groups(results, prefix) -> dict:
     return dict(sorted(found.items()))
 
 
-def accuracy_against_training_set_size(results, source):
+def accuracy_against_training_set_size(results):
     """Fig. 4: best test (and training) accuracy against the training-set size, per K; prints
     the table behind it."""
     if results is None:
@@ -87,6 +87,7 @@ def accuracy_against_training_set_size(results, source):
     all_Ks = list(dict.fromkeys(k for fam, _ in families for rec in fam.values() for k in rec["Ks"]))
     colours = plotting.k_colours(all_Ks)
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    marked = False
     for fam, ls in families:
         sizes = np.array(list(fam))
         first = next(iter(fam.values()))
@@ -96,6 +97,12 @@ def accuracy_against_training_set_size(results, source):
         for i, (K, label) in enumerate(zip(first["Ks"], first["labels"])):
             axes[0].plot(sizes, 100 * best[:, i], "o", ls=ls, color=colours[K], label=label + suffix)
             axes[1].plot(sizes, 100 * fit[:, i], "o", ls=ls, color=colours[K], label=label + suffix)
+        gone = np.nonzero([[d is not None for d in rec["diverged_at"]] for rec in fam.values()])  # (size, run)
+        if gone[0].size:                  # a diverged run: its best value before, crossed out
+            for ax, values in zip(axes, (best, fit)):
+                ax.plot(sizes[gone[0]], 100 * values[gone], "x", color="black", markersize=10, ls="none",
+                        label=None if marked else "diverged (best before)")
+            marked = True
         print(f"best test accuracy (%){suffix}:")
         print(f"{'n':>8} " + " ".join(f"{l:>8}" for l in first["labels"]))
         for j, n in enumerate(sizes):
@@ -112,12 +119,13 @@ def accuracy_against_training_set_size(results, source):
         ax.legend(loc="best", ncol=2)
     axes[0].set(ylabel="best test accuracy (%)", title="Test accuracy, optimal early stopping")
     axes[1].set(ylabel="best training accuracy (%)", title="Did the runs fit their training subset?")
-    fig.suptitle(f"Like the paper's Fig. 4 (LeNet-50): data-subset scaling\n{source}")
+    fig.suptitle("Like the paper's Fig. 4 (LeNet-50): data-subset scaling"
+                 + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
 
 
-def linear_probe_accuracy(results, source):
+def linear_probe_accuracy(results):
     """Fig. 5: test accuracy of linear probes on both blocks' features over training."""
     if results is None:
         print("Fig. 5 not shown: no recorded result.")
@@ -128,7 +136,8 @@ def linear_probe_accuracy(results, source):
         plotting.plot_record_curves(ax, rec, f"probe{layer}_test_accuracy")
         ax.set(title=f"Probe on the block-{layer} features", ylabel="probe test accuracy (%)" if layer == 1 else "")
         ax.legend(loc="best")
-    fig.suptitle(f"Like the paper's Fig. 5 (LeNet-50, augmentation): linear probes\n{source}")
+    fig.suptitle("Like the paper's Fig. 5 (LeNet-50, augmentation): linear probes"
+                 + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
     print(f"{'run':>8} {'block 1: start -> end (best) %':>32} {'block 2: start -> end (best) %':>32}")
@@ -143,7 +152,7 @@ def linear_probe_accuracy(results, source):
         print(f"diverged: {', '.join(divergences(rec))} (its best probe accuracy is from before)")
 
 
-def first_layer_filters(results, source):
+def first_layer_filters(results):
     """Fig. 6: the change of the first three first-layer filters from initialisation, as images
     (the paper's colour mapping on real data), and the norm of that change over training."""
     if results is None:
@@ -170,19 +179,23 @@ def first_layer_filters(results, source):
                     ax.imshow(img, interpolation="nearest")
                 else:
                     ax.imshow(img[..., 0], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+                if not np.isfinite(F[e, k, ..., j]).all():      # the run had diverged by this evaluation
+                    ax.text(0.5, 0.5, "diverged", transform=ax.transAxes, ha="center", va="center",
+                            color="tab:red", fontsize=9, rotation=30)
                 ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
                 if row == 0:
-                    ax.set_title(f"step {steps[e]:,}", fontsize=8)
-            axes[row, 0].set_ylabel(f"filter {j + 1}, {rec['labels'][k]}", fontsize=8, rotation=0, ha="right",
+                    ax.set_title(f"step {steps[e]:,}", fontsize=9)
+            axes[row, 0].set_ylabel(f"filter {j + 1}, {rec['labels'][k]}", fontsize=9, rotation=0, ha="right",
                                     va="center")
-    fig.suptitle(f"Like the paper's Fig. 6: change of first-layer filters from initialisation,\n{mapping}\n{source}")
+    fig.suptitle(f"Like the paper's Fig. 6: change of first-layer filters from initialisation,\n{mapping}"
+                 + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
     outside = float(np.mean(np.abs(F[cols]) > r))
     print(f"largest |change| shown: {largest:.3g}; entries clipped by the mapping: {100 * outside:.1f} %")
 
 
-def filter_change_norms(results, source):
+def filter_change_norms(results):
     """The change of :func:`first_layer_filters` as one number per run: the norm of the recorded filters'
     change from initialisation against training steps (one figure, so it can have its own
     numbered caption)."""
@@ -198,8 +211,11 @@ def filter_change_norms(results, source):
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for k, label in enumerate(rec["labels"]):
         ax.plot(steps, norms[:, k], color=colours[k], label=label)
-    ax.set(xlabel="training step", ylabel="norm of the filter change", title=f"How far the three filters moved\n{source}")
-    ax.title.set_fontsize(9)
+        finite = np.nonzero(np.isfinite(norms[:, k]))[0]
+        if rec["diverged_at"][k] is not None and finite.size:      # x: the last evaluation before it diverged
+            ax.plot(steps[finite[-1]], norms[finite[-1], k], "x", color=colours[k], markersize=8)
+    ax.set(xlabel="training step", ylabel="norm of the filter change",
+           title="How far the three filters moved" + plotting.stand_in_title(results))
     ax.legend(loc="best")
     fig.tight_layout()
     plt.show()

@@ -103,7 +103,7 @@ def runs(preset: str) -> dict:
                                 steps=40_000, eval_every=1000, n_train=10_000, n_eval=2000, drift_every=10)}
 
 
-def accuracy_k1_against_a_huge_k(results, source):
+def accuracy_k1_against_a_huge_k(results):
     """Fig. 2: K = 1 against a huge K, network and proxy, and the best test accuracy against the
     number of linearisations used; prints the final and best accuracies."""
     if results is None or "fig2" not in results:
@@ -125,7 +125,8 @@ def accuracy_k1_against_a_huge_k(results, source):
                 title="Against the number of linearisations")
     axes[1].legend(loc="best")
     augment = "augmentation" if rec["config"].get("augment") else "no augmentation"
-    fig.suptitle(f"Like the paper's Fig. 2 (LeNet-50, {augment}): K=1 against a huge K\n{source}")
+    fig.suptitle(f"Like the paper's Fig. 2 (LeNet-50, {augment}): K=1 against a huge K"
+                 + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
     acc_net, acc_prx = rec["metrics"]["test_accuracy_network"], rec["metrics"]["test_accuracy_proxy"]
@@ -135,7 +136,7 @@ def accuracy_k1_against_a_huge_k(results, source):
               f"best (proxy) {100 * best_accuracy(rec)[i]:.1f} %")
 
 
-def accuracy_against_k(results, source):
+def accuracy_against_k(results):
     """Fig. 3: test accuracy of every K over training and its best value against K, with the
     truncated Gauss-Newton baseline; prints the table behind it."""
     if results is None or "fig3" not in results:
@@ -175,7 +176,7 @@ def accuracy_against_k(results, source):
         axes[1].axhline(100 * best_accuracy(tgn)[0], color="grey", ls="--", label="TGN baseline")
     axes[1].set(ylabel="best test accuracy (%)", title="Optimal early stopping")
     axes[1].legend(loc="best", ncol=2)
-    fig.suptitle(f"Like the paper's Fig. 3 (LeNet-50): a sweep of K\n{source}")
+    fig.suptitle("Like the paper's Fig. 3 (LeNet-50): a sweep of K" + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
     print(f"{'K':>6} {'linearisations':>15} {'best test acc. (%)':>19} {'final test acc. (%)':>20}")
@@ -288,7 +289,7 @@ def claims(results) -> list:
 RULES_TIE_IMAGES = 3
 
 
-def refresh_rules_at_equal_updates(results, source):
+def refresh_rules_at_equal_updates(results):
     """Beyond the paper: the ``fig3_rules`` group's best test accuracy (optimal early stopping)
     against the feature updates each run used, fixed periods against geometric periods and
     drift-triggered refreshes; prints the table and returns the comparison at equal numbers of
@@ -305,7 +306,7 @@ def refresh_rules_at_equal_updates(results, source):
     fig, ax = plt.subplots(figsize=(7.5, 4))
     plotting.rules_against_updates(ax, hist, "best_test_accuracy", ylabel="best test accuracy (%)")
     ax.legend(loc="lower right")
-    ax.set_title(f"Refresh rules at scale (LeNet-50, CIFAR10)\n{source}")
+    ax.set_title("Refresh rules at scale (LeNet-50, CIFAR10)" + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
     rows = compare_at_equal_updates(dict(hist, best_test_accuracy=best[None]),
@@ -320,7 +321,7 @@ def refresh_rules_at_equal_updates(results, source):
     return rows
 
 
-def full_batch_against_minibatch(results, source):
+def full_batch_against_minibatch(results):
     """Fig. 11: full batch against minibatch, each alone and both at equal training time."""
     if results is None or not {"fig11_full", "fig11_mini"} <= set(results):
         print("Fig. 11 not shown: its groups are not in the record shown.")
@@ -340,7 +341,8 @@ def full_batch_against_minibatch(results, source):
     axes[0].legend(loc="lower right")   # colour: K, the same in all three panels
     axes[2].legend(handles=[Line2D([], [], color="0.3", ls="-", label="minibatch"),
                             Line2D([], [], color="0.3", ls="--", label="full batch")], loc="lower right")
-    fig.suptitle(f"Like the paper's Fig. 11 (LeNet-50): full batch and minibatch\n{source}")
+    fig.suptitle("Like the paper's Fig. 11 (LeNet-50): full batch and minibatch"
+                 + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
     for name, rec in (("full batch", full), ("minibatch", mini)):

@@ -100,4 +100,134 @@ def check_total_variation(fn: Callable, *, rtol: float = 1e-6) -> bool:
 
 
 
-__all__ = ["check_gradient_flow", "check_half_life", "check_kernel_form", "check_total_variation"]
+def _number(x):
+    """``x`` as a float, or ``None`` for anything that is not a finite number."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _call(fn, *args):
+    """``(value, None)`` or ``(None, report)`` when the student's function raised."""
+    try:
+        return fn(*args), None
+    except Exception as e:  # the student's code raised: say so rather than crash
+        return None, _report(False, "your function raised an exception", f"{type(e).__name__}: {e}")
+
+
+def check_feature_update_count(fn: Callable) -> bool:
+    """Check ``fn(T, K) -> int``, the number of linearisations (the initial one included) that a run of
+    ``T`` steps with period ``K`` uses (``K=None`` for K = inf), against the count the book's figures
+    use (:func:`itlin_core.book.common.feature_updates`), for periods that divide ``T`` and periods
+    that do not (exercise ``ex-il-count``)."""
+    from .common import feature_updates
+    for T in (1, 7, 10, 100, 1001):
+        for K in (1, 3, 10, 250, None):
+            got, failed = _call(fn, T, K)
+            if failed is not None:
+                return failed
+            want, value = int(feature_updates([K], [T])[0, 0]), _number(got)
+            if value != want:
+                if K is None:
+                    hint = "K = inf still linearises once: the features of step 0 serve the whole run"
+                elif value == want - 1:
+                    hint = "one too few: the linearisation at step 0 counts too"
+                else:
+                    hint = "refreshes happen at steps 0, K, 2K, ... that are below T: count them (round up, not down)"
+                return _report(False, f"wrong count for T = {T}, K = {K}: got {got!r}", "hint: " + hint)
+    return _report(True, "correct for 25 pairs of T and K, with periods that do not divide T and K = inf")
+
+
+def check_geometric_count(fn: Callable) -> bool:
+    """Check ``fn(T, K0, r) -> count``, the number of linearisations of a run of ``T`` steps under the
+    geometric rule (periods ``K0, K0 r, K0 r^2, ...``, ignoring their rounding to whole steps)
+    against the compiled rule's schedule, :func:`itlin_core.relin_steps`; the rounding may change
+    the count by one (exercise ``ex-refresh-count``)."""
+    from .. import relinearise
+    for K0, r in ((10, 1.5), (3, 2.0), (50, 1.2)):
+        for T in (10**2, 10**3, 10**4, 10**5):
+            got, failed = _call(fn, T, K0, r)
+            if failed is not None:
+                return failed
+            want, value = len(relinearise.relin_steps(relinearise.geometric(K0, r), T)), _number(got)
+            if value is None or abs(value - want) > 1:
+                return _report(False, f"wrong count for T = {T}, K0 = {K0}, r = {r}: got {got!r}",
+                               "hint: the j-th refresh comes at K0 (r^j - 1) / (r - 1); count the j >= 0 with "
+                               "s_j < T (solve for j with a logarithm), and do not forget the refresh at step 0")
+    return _report(True, "within one of the rule's own schedule for 12 runs (three rules, T = 1e2 ... 1e5)")
+
+
+#: The expected alignment of a feature pointing in a uniformly random direction of the plane, with
+#: the four XOR centres on the diagonals: the mean of cos(theta) for theta uniform on [0, pi/4].
+RANDOM_ALIGNMENT = 2 * math.sqrt(2) / math.pi
+
+
+def check_random_alignment(answer: float, *, rtol: float = 1e-3) -> bool:
+    """Check the expected feature alignment of a random direction against the XOR centres
+    (exercise ``ex-xor-random``): ``E[cos(theta)]`` for the angle to the nearest diagonal."""
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return _report(False, f"the answer must be a number, got {answer!r}")
+    ok = math.isfinite(value) and abs(value - RANDOM_ALIGNMENT) <= rtol * RANDOM_ALIGNMENT
+    if ok:
+        return _report(True, f"E[a(w)] = {value:.4f} is right")
+    if abs(value - math.cos(math.pi / 8)) < 1e-3:
+        hint = "that is the cosine of the average angle; average the cosine itself over the angle"
+    elif value > 1 or value < 0:
+        hint = "an alignment is a cosine between 0 and 1 here"
+    else:
+        hint = "the angle to the nearest diagonal is uniform on [0, pi/4]: integrate cos against that density"
+    return _report(False, f"E[a(w)] = {value:.4g} is not right", "hint: " + hint)
+
+
+def check_wcd(answer: float, u, u_star, *, rtol: float = 1e-6) -> bool:
+    """Check a weighted cosine distance computed by hand for the student units ``u`` and teacher
+    units ``u_star`` (exercise ``ex-mf-wcd``) against :func:`itlin_core.weighted_cosine_distance`."""
+    from ..metrics import weighted_cosine_distance
+    u, u_star = np.asarray(u, dtype=np.float64), np.asarray(u_star, dtype=np.float64)
+    want = float(weighted_cosine_distance(u, u_star))
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return _report(False, f"the answer must be a number, got {answer!r}")
+    if math.isfinite(value) and abs(value - want) <= rtol * max(1.0, want):
+        return _report(True, f"WCD = {value:.4f} is right")
+    cos = (u / np.linalg.norm(u, axis=1, keepdims=True)) @ (u_star / np.linalg.norm(u_star, axis=1, keepdims=True)).T
+    unweighted = 2 * float(np.mean(1 - cos.max(axis=1)))
+    if abs(value - unweighted) <= 1e-6 * max(1.0, unweighted):
+        hint = "each unit counts with its share of the squared norm, p_i = |u_i|^2 / sum_k |u_k|^2, not equally"
+    elif abs(value - want / 2) <= 1e-6:
+        hint = "the definition has a factor 2 in front of the sum"
+    else:
+        hint = "for each student unit take its largest cosine with any teacher unit, then weight 1 - that cosine"
+    return _report(False, f"WCD = {value:.4g} is not right", "hint: " + hint)
+
+
+def check_silu_constant(c: float, *, rtol: float = 1e-3) -> bool:
+    """Check ``c`` in ``max_z |ReLU(z) - SiLU_beta(z)| = c / beta`` (exercise ``ex-mf-silu``) against a
+    fine grid of the package's own activations at two temperatures."""
+    from ..activations import activation_pair
+    z = np.linspace(-40.0, 40.0, 400_001)
+    wants = []
+    for beta in (1.0, 4.0):
+        relu, silu = activation_pair("relu")[0], activation_pair("silu", beta)[0]
+        wants.append(beta * float(np.max(np.abs(np.asarray(relu(z)) - np.asarray(silu(z))))))
+    want = float(np.mean(wants))
+    try:
+        value = float(c)
+    except (TypeError, ValueError):
+        return _report(False, f"the answer must be a number, got {c!r}")
+    if math.isfinite(value) and abs(value - want) <= rtol * want:
+        return _report(True, f"c = {value:.4f} is right (the same at beta = 1 and beta = 4)")
+    hint = ("the maximum of s * sigmoid(-s) over s > 0 (substitute s = beta |z|); it is attained where "
+            "s * sigmoid(s) = 1" if value > 0 else "c must be positive: the gap |z| sigmoid(-beta |z|) is")
+    return _report(False, f"c = {value:.4g} is not right", "hint: " + hint)
+
+
+
+__all__ = ["check_gradient_flow", "check_half_life", "check_kernel_form", "check_total_variation",
+           "check_feature_update_count", "check_geometric_count", "RANDOM_ALIGNMENT", "check_random_alignment",
+           "check_wcd", "check_silu_constant"]

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import jax
 
-from . import cifar_damping, cifar_features, cifar_few_updates, resnet_mnist
+from . import cifar_damping, cifar_features, cifar_few_updates, estimates, resnet_mnist
 from .common import get_preset
 from .image_records import format_setting, records_equal, summarise
 from .image_runs import ImageRunConfig, image_data, run_images
@@ -107,33 +107,6 @@ def scale_table_markdown(chapter: str, preset: str = "colab") -> str:
     return "\n".join(lines)
 
 
-#: How :func:`scale_differences` words a setting that differs from the paper's, in this order:
-#: ``field -> (test(value here, paper's value), words)``; ``None`` is the paper's default.
-_REASONS = {
-    "steps": (lambda a, b: a < b, "far fewer steps"),
-    "width": (lambda a, b: a is not None and (b is None or a < b), "narrower networks"),
-    "n_train": (lambda a, b: a is not None and (b is None or a < b), "training subsets"),
-    "batch_size": (lambda a, b: a is not None and b is not None and a < b, "smaller minibatches"),
-    "lr": (lambda a, b: a > b, "larger learning rates"),
-    "Ks": (lambda a, b: max([k for k in a if isinstance(k, int)], default=0)
-           < max([k for k in b if isinstance(k, int)], default=0), "shorter linearisations (smaller K)"),
-    "probe_train": (lambda a, b: a < b, "fewer probe images"),
-    "n_eval": (lambda a, b: a is not None and (b is None or a < b), "fewer evaluated images"),
-}
-
-
-def scale_differences(chapter: str, preset: str) -> str:
-    """The settings in which ``preset`` is smaller than the paper's (or its learning rate larger),
-    in words (:func:`scale_table`), e.g. ``"far fewer steps, narrower networks and training
-    subsets"``; ``"none"`` when the settings are the paper's. A chapter glues it into its text."""
-    rows = scale_table(chapter, preset)
-    found = [words for field, (test, words) in _REASONS.items()
-             if any(f == field and test(a, b) for _, f, a, b in rows)]
-    if not found:
-        return "none"
-    return found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
-
-
 def follows_rule(colab: ImageRunConfig, paper: ImageRunConfig) -> bool:
     """Whether ``colab`` is ``paper`` with lr x f, K / f and steps / f for one factor f (K = 1 and
     K = inf kept): the rescaling of Goldwaser and Ge's Fig. 11 that keeps lr * K and lr * steps."""
@@ -197,9 +170,12 @@ def run_chapter(chapter: str, preset: str | None = None, *, data: dict | None = 
     data = dict(data or {})
     if checkpoint_dir is None and preset != "smoke":
         checkpoint_dir = default_checkpoint_dir()
-    out = {}
+    out, records = {}, estimates.chapter_records(chapter)
     for name in names:
         cfg = groups[name]
+        est = estimates.group_estimate(name, cfg, preset, records)   # said, and checked, before training
+        print(estimates.estimate_line(f"{chapter}/{name}", est))
+        estimates.check_fits(f"{chapter}/{name}", est, preset)
         if cfg.dataset not in data:
             data[cfg.dataset] = image_data(cfg.dataset, preset, data_dir=data_dir, verify=verify)
         tag = "-stand-in" if data[cfg.dataset].get("stand_in") else ""  # never resumed as a real-data run
@@ -347,5 +323,5 @@ def survives_round_trip(chapter: str, results) -> bool:
 
 
 __all__ = ["MODULES", "CHAPTERS", "RECORDED_PRESETS", "shown_preset", "run_groups", "missing_groups",
-           "scale_table", "scale_table_markdown", "scale_differences", "follows_rule", "rule_table", "run_chapter", "provenance",
+           "scale_table", "scale_table_markdown", "follows_rule", "rule_table", "run_chapter", "provenance",
            "chapter_results", "computed_on", "results_summary", "COMPILE_EVENTS", "peak_device_bytes", "measured_costs", "cost_line", "recorded_numbers", "survives_round_trip"]

@@ -255,17 +255,16 @@ def _eval_chunks(x, y, n, chunk):
     return (*ic.split_microbatches((x[:n], y[:n]), chunk), n)
 
 
-def make_image_eval(apply_fn, cfg: ImageRunConfig, splits: Mapping[str, tuple], params0, probe_data=None,
-                    curvature_data=None):
-    """``eval_fn(state) -> dict`` for one run (vmap it over a sweep): for each split ``{name:
-    (x_chunks, y_chunks)}``, the mean cross-entropy and accuracy of the network and of its proxy
-    (at ``state.anchor``), chunk by chunk with ``lax.map``; ``probe{1,2}_test_accuracy`` (when
-    ``cfg.probes``; ``probe_data = (x_fit, y_fit, x_test, y_test)``), ``filters`` (the first
-    ``cfg.n_filters`` first-layer filters minus their initial values), ``curvature`` (when
-    ``cfg.curvature_batch``: :func:`itlin_core.max_curvature` at ``state.anchor`` on
-    ``curvature_data = (x, y)``) and ``updates`` (the linearisations used, ``state.updates``)."""
+def make_image_eval(apply_fn, cfg: ImageRunConfig):
+    """``eval_fn(state, data) -> dict`` for one run (vmap it over states, not data), ``data =
+    {"splits": {name: (x_chunks, y_chunks)}, "params0", "probe": (x_fit, y_fit, x_test, y_test) or
+    None, "curvature": (x, y) or None}`` (an argument, not captured: ``ic.Evaluation(data=)``): per
+    split, the mean cross-entropy and accuracy of the network and its proxy (at ``state.anchor``),
+    chunk by chunk (``lax.map``); ``probe{1,2}_test_accuracy`` (``cfg.probes``), ``filters`` (the
+    first ``cfg.n_filters`` first-layer filters minus their initial values), ``curvature``
+    (``cfg.curvature_batch``: :func:`itlin_core.max_curvature` at the anchor), ``updates``."""
 
-    def eval_fn(state):
+    def eval_fn(state, data):
         proxy = ic.linearise(apply_fn, state.anchor)
 
         def chunk_stats(batch):
@@ -276,24 +275,24 @@ def make_image_eval(apply_fn, cfg: ImageRunConfig, splits: Mapping[str, tuple], 
             return jnp.stack(out)
 
         res = {"updates": state.updates}     # linearisations used so far (a rule's count)
-        for name, (xc, yc) in splits.items():
+        for name, (xc, yc) in data["splits"].items():
             m = jnp.mean(jax.lax.map(chunk_stats, (xc, yc)), axis=0)
             for i, (what, model) in enumerate([("loss", "network"), ("accuracy", "network"),
                                                ("loss", "proxy"), ("accuracy", "proxy")]):
                 res[f"{name}_{what}_{model}"] = m[i]
         if cfg.probes:
-            xf, yf, xt, yt = probe_data
+            xf, yf, xt, yt = data["probe"]
             for layer in (1, 2):
                 p = ic.linear_probe(ic.lenet50_features(state.params, xf, layer), yf,
                                     ic.lenet50_features(state.params, xt, layer), yt,
                                     ridge=cfg.probe_ridge, num_classes=10)
                 res[f"probe{layer}_test_accuracy"] = p["test_accuracy"]
         if cfg.curvature_batch:
-            xk, yk = curvature_data
+            xk, yk = data["curvature"]
             res["curvature"] = ic.max_curvature(apply_fn, ic.softmax_cross_entropy, state.anchor, xk, yk,
                                                 iterations=cfg.curvature_iterations)
         if cfg.n_filters:
-            w = state.params["conv1"]["w"] - params0["conv1"]["w"]
+            w = state.params["conv1"]["w"] - data["params0"]["conv1"]["w"]
             res["filters"] = w[..., :cfg.n_filters]
         return res
 
@@ -323,8 +322,7 @@ def step_memory(cfg: ImageRunConfig) -> dict:
     states = ic.replicate(ic.init_il_state(init_params(cfg, model), opt), len(cfg.runs))
     n = cfg.n_train or ic.datasets.TRAIN_SIZES[cfg.dataset]
     bs = n if cfg.batch_size is None else min(cfg.batch_size, n)
-    batch = (jax.ShapeDtypeStruct((bs,) + shape, jnp.float32),
-             jax.ShapeDtypeStruct((bs,), jnp.int32))
+    batch = (jax.ShapeDtypeStruct((bs,) + shape, jnp.float32), jax.ShapeDtypeStruct((bs,), jnp.int32))
     m = jax.jit(group_step(cfg, model, opt)).lower(states, batch).compile().memory_analysis()
     out = {"arguments": int(m.argument_size_in_bytes), "outputs": int(m.output_size_in_bytes),
            "temporaries": int(m.temp_size_in_bytes)}
@@ -381,15 +379,17 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
     if cfg.curvature_batch:
         n_k = min(cfg.curvature_batch, len(y_tr))
         curvature_data = (norm(x_tr[:n_k]), jnp.asarray(y_tr[:n_k]))
-    eval_fn = jax.vmap(make_image_eval(model.apply, cfg, {"test": (xtc, ytc), "train": (xrc, yrc)},
-                                       params0, probe_data, curvature_data))
+    eval_fn = jax.vmap(make_image_eval(model.apply, cfg), in_axes=(0, None))
+    eval_data = {"splits": {"test": (xtc, ytc), "train": (xrc, yrc)}, "params0": params0,
+                 "probe": probe_data, "curvature": curvature_data}
     states = ic.replicate(ic.init_il_state(params0, opt), len(runs))
     desc = desc or f"{cfg.model} on {cfg.dataset}: {len(runs)} run(s)"
     checkpoint = None if checkpoint_path is None else ic.Checkpointing(
         checkpoint_path, every=checkpoint_every or 10 * cfg.eval_every, key=key, stop_at=stop_at,
         meta={"config": cfg.as_dict(), "stand_in": bool(data.get("stand_in"))})
     states, hist = ic.train(ic.on_devices(step, mesh), states, batches, cfg.steps,
-                            evaluate=ic.Evaluation(eval_fn, every=cfg.eval_every, loss_every=cfg.eval_every),
+                            evaluate=ic.Evaluation(eval_fn, every=cfg.eval_every, loss_every=cfg.eval_every,
+                                                           data=eval_data),
                             checkpoint=checkpoint, on_nonfinite="ignore", progress=ic.Progress(progress, desc))
     hist.update(config=cfg, state=states, params0=params0, apply_fn=model.apply, n_params=ic.count_params(params0),
                 n_train=len(y_tr), n_eval=n_eval, stand_in=bool(data.get("stand_in", False)))

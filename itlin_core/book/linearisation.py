@@ -24,7 +24,10 @@ class KernelEvolutionConfig:
     """A 1-D regression (``data.regression_1d`` on [-3, 3]) fitted by a centred, scaled ReLU
     MLP ``alpha * (f(theta, x) - f(theta_0, x))`` for several ``alpha``; full-batch GD with
     learning rate ``lr_factor / lambda_max(NTK at init)`` (the same speed in function space for
-    every alpha); the kernel distance to the initial NTK is recorded every ``eval_every`` steps."""
+    every alpha); the kernel distance to the initial NTK is recorded every ``eval_every`` steps.
+    ``parameterisation`` (``"standard"`` or ``"ntk"``) and ``b_std`` are passed to ``ic.mlp``;
+    in the NTK parameterisation ``b_std`` multiplies the biases in the forward pass, so its
+    default 0 removes them."""
 
     width: int
     n_train: int
@@ -34,6 +37,8 @@ class KernelEvolutionConfig:
     lr_factor: float = 0.5
     depth: int = 2
     seed: int = 0
+    parameterisation: str = "standard"
+    b_std: float = 0.0
 
 
 KERNEL_EVOLUTION = {
@@ -54,7 +59,8 @@ def run_kernel_evolution(cfg: KernelEvolutionConfig, progress=None) -> dict:
     "train_rmse" (A, T), "relative_param_change" (A, T), "data"}``."""
     data = ic.data.regression_1d(jax.random.key(cfg.seed), cfg.n_train, 200)
     x, y = data["x_train"], data["y_train"]
-    base = ic.mlp([1] + [cfg.width] * cfg.depth + [1], "relu")
+    base = ic.mlp([1] + [cfg.width] * cfg.depth + [1], "relu", parameterisation=cfg.parameterisation,
+                  b_std=cfg.b_std)
     params0 = base.init(jax.random.key(cfg.seed + 1))
     norm0 = optax.tree_utils.tree_norm(params0)
     out = {"alphas": np.asarray(cfg.alphas), "data": data}

@@ -140,6 +140,14 @@ def plot_stability(ax, record, colours=None):
     return ratio
 
 
+def stand_in_title(results) -> str:
+    """A second title line warning that the figure shows stand-in data (the ``smoke`` preset's
+    in-format random images), or ``""`` for a record of real data: which record a figure shows is
+    said once, in the chapter's section *The runs*, not in every title."""
+    groups = (results or {}).values()
+    return "\n(stand-in data: not CIFAR10/MNIST results)" if any(g.get("stand_in") for g in groups) else ""
+
+
 def stability_figure(results, source, groups) -> dict | None:
     """One panel per group of ``groups`` (names in ``results``) that measured its curvature:
     :func:`plot_stability` of its runs. Returns ``{"crossed": (group, label) of every run whose

@@ -122,6 +122,9 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
                           mesh=mesh)
     if any(r["stand_in"] for r in results.values()):    # cannot happen with stand_in=False; never record it
         raise RuntimeError("stand-in data reached a record; nothing was written.")
+    if set(names) != set(groups):     # merge with the record as it is now: another record command of this
+        previous = load_results(chapter, (preset,), results_dir=results_dir)   # chapter may have saved meanwhile
+        kept, stale = stale_groups(previous["data"], groups) if previous is not None else ({}, [])
     if previous is not None and set(names) != set(groups):
         for name in stale:
             if name not in results:

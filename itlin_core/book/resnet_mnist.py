@@ -93,7 +93,7 @@ def diverged_runs(results) -> list:
             if d is not None]
 
 
-def resnet_accuracy_with_and_without_batchnorm(results, source):
+def resnet_accuracy_with_and_without_batchnorm(results):
     """Fig. 10: K = 1 against a large K for ResNet-18 without and with BatchNorm, network and
     proxy; prints the accuracies behind it."""
     if results is None:
@@ -110,7 +110,8 @@ def resnet_accuracy_with_and_without_batchnorm(results, source):
         ax.set(title=f"ResNet-18 {title}, lr {rec['config']['lr']:g}")
         ax.legend(loc="lower right")
     axes[1].set_ylabel("")
-    fig.suptitle(f"Like the paper's Fig. 10: ResNet-18 on CIFAR10, K=1 against a large K\n{source}")
+    fig.suptitle("Like the paper's Fig. 10: ResNet-18 on CIFAR10, K=1 against a large K"
+                 + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
     for name in ("fig10_plain", "fig10_bn"):
@@ -124,7 +125,7 @@ def resnet_accuracy_with_and_without_batchnorm(results, source):
                   + ("" if rec["diverged_at"][i] is None else f"; diverged at step {rec['diverged_at'][i]:,}"))
 
 
-def accuracy_against_k_mnist_and_cifar(results, source):
+def accuracy_against_k_mnist_and_cifar(results):
     """The workshop paper's Fig. 1: test accuracy per K for each of its three settings (a cross
     marks a run that diverged); prints the best accuracies."""
     if results is None:
@@ -137,7 +138,8 @@ def accuracy_against_k_mnist_and_cifar(results, source):
         cfg = rec["config"]
         ax.set(title=f"{cfg['dataset'].upper()}, lr {cfg['lr']:g} (group {name})")
         ax.legend(loc="lower right")
-    fig.suptitle(f"Like the workshop paper's Fig. 1 (LeNet-50): test accuracy per K; x = diverged\n{source}")
+    fig.suptitle("Like the workshop paper's Fig. 1 (LeNet-50): test accuracy per K; x = diverged"
+                 + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
     for name in FIG1:
