@@ -13,14 +13,13 @@ this kind of device the estimate says so.
 
 from __future__ import annotations
 
-import json
-
 import jax
 
 from itlin_core.datasets import IMAGE_SHAPES
 
+from .image_records import config_matches
 from .image_runs import ImageRunConfig, build_model, init_params, step_memory
-from .records import load_results
+from .records import RECORDED_PRESETS, load_results
 
 #: The memory of the GPU a free Colab session gets (an NVIDIA T4: 15 GiB), for the note on
 #: whether a group fits it.
@@ -37,17 +36,13 @@ def _device_bytes() -> int | None:
 
 
 #: The presets, the largest scale first.
-SCALES = ("paper", "colab", "laptop", "smoke")
+SCALES = RECORDED_PRESETS + ("smoke",)
 
 
 def chapter_records(chapter: str, results_dir=None) -> dict:
     """``{preset: record}`` of every recorded preset of ``chapter`` (loaded once per chapter)."""
-    out = {p: load_results(chapter, (p,), results_dir=results_dir) for p in SCALES[:3]}
+    out = {p: load_results(chapter, (p,), results_dir=results_dir) for p in RECORDED_PRESETS}
     return {p: r for p, r in out.items() if r is not None}
-
-
-def _same(a, b) -> bool:
-    return json.loads(json.dumps(a)) == json.loads(json.dumps(b))     # tuples and lists alike
 
 
 def recorded_seconds(name: str, cfg: ImageRunConfig, preset: str, records: dict):
@@ -56,12 +51,12 @@ def recorded_seconds(name: str, cfg: ImageRunConfig, preset: str, records: dict)
     first, then the larger scales) that trained the same settings on this kind of device, or
     ``(None, None)``."""
     kind = _device_kind()
-    for p in dict.fromkeys((preset,) + SCALES[:3]):
+    for p in dict.fromkeys((preset,) + RECORDED_PRESETS):
         record = records.get(p)
         group = None if record is None else record["data"].get(name)
         if group is None or record.get("device", {}).get("device_kind") != kind or not group.get("steps_per_second"):
             continue
-        if not _same(group.get("config"), cfg.as_dict()):
+        if not isinstance(group.get("config"), dict) or not config_matches(group["config"], cfg):
             continue
         compile_s = float(group.get("compile_seconds") or 0.0)
         return compile_s + cfg.steps / float(group["steps_per_second"]), p

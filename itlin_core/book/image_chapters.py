@@ -31,7 +31,7 @@ from . import cifar_damping, cifar_features, cifar_few_updates, estimates, resne
 from .common import get_preset
 from .image_records import format_setting, records_equal, summarise
 from .image_runs import ImageRunConfig, image_data, run_images
-from .records import default_checkpoint_dir, load_results, results_path, save_results
+from .records import RECORDED_PRESETS, default_checkpoint_dir, load_results, results_path, save_results
 
 #: The image chapters, by notebook name, and their modules (each builds its run groups from
 #: :mod:`itlin_core.book.image_settings` and never imports this module back).
@@ -39,8 +39,6 @@ MODULES = {"cifar_few_updates": cifar_few_updates, "cifar_features": cifar_featu
            "cifar_damping": cifar_damping, "resnet_mnist": resnet_mnist}
 CHAPTERS = tuple(MODULES)
 
-#: The presets whose results the book plots, the larger scale first.
-RECORDED_PRESETS = ("paper", "colab", "laptop")
 
 
 def shown_preset(chapter: str, preset: str | None = None) -> str:

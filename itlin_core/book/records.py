@@ -31,6 +31,8 @@ from .._io import FLOAT_WORDS, encode_float, float_token, write_bytes_atomically
 from .common import PRESETS
 
 FORMAT_VERSION = 1
+#: The presets whose results the book records and plots, the larger scale first.
+RECORDED_PRESETS = ("paper", "colab", "laptop")
 _CHAPTER_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
 
@@ -287,5 +289,5 @@ def _check_fields(record: dict, chapter: str, preset: str) -> None:
         raise ValueError(f"its seed must be an integer, got {seed!r}")
 
 
-__all__ = ["save_results", "load_results", "results_path", "default_results_dir", "default_checkpoint_dir",
+__all__ = ["RECORDED_PRESETS", "save_results", "load_results", "results_path", "default_results_dir", "default_checkpoint_dir",
            "software_versions", "device_description"]
