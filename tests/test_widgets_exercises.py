@@ -142,3 +142,112 @@ def test_live_slider_redraws_when_moved():
     assert seen[4:] == [10]  # without shared axes: drawn once for the initial value
     control.value = 2
     assert seen[-1] == 30 and fig._suptitle.get_text() == "K = 30"
+
+
+# The checkers of issue 44: each reference answer passes, typical wrong answers fail with the hint
+# for that mistake, and bad input (NaN, a wrong shape, not a number) fails with a sentence.
+from itlin_core.book import exercises_features  # noqa: E402
+
+_NET = ic.mlp([1, 16, 16, 1], "tanh", b_std=1.0)
+_P = _NET.init(jax.random.key(0))
+_U = jax.tree.map(lambda a: 0.1 * a, _NET.init(jax.random.key(1)))
+_X = jnp.linspace(-2, 2, 7)[:, None]
+_FLIN = ic.linearise(_NET.apply, _P)
+_ALONG = lambda a: jax.tree.map(lambda p, d: p + a * d, _P, _U)
+_SLOPE = _FLIN(_ALONG(1.0), _X) - _FLIN(_P, _X)
+_GRID = jnp.linspace(-3, 3, 31)[:, None]
+_NTK = np.asarray(ic.empirical_ntk(_NET.apply, _P, _GRID), dtype=np.float64)
+_EV = np.linalg.eigvalsh(_NTK)
+_RANK = int(np.sum(_EV > 1e-6 * _EV.max()))
+_C3 = ic.mlp([4, 8, 3], "tanh")
+_P3 = _C3.init(jax.random.key(3))
+_X3, _L3 = jax.random.normal(jax.random.key(4), (10, 4)), jax.random.randint(jax.random.key(5), (10,), 0, 3)
+_GLIN = jax.grad(lambda q: ic.softmax_cross_entropy(ic.linearise(_C3.apply, _P3)(q, _X3), _L3))(_P3)
+# gradient flow: a random positive definite kernel on 6 training and 4 test inputs
+_A = np.random.default_rng(0).normal(size=(10, 12))
+_K = _A @ _A.T / 12
+_KT, _KX, _KXT = _K[:6, :6], _K[6:, :6], None
+_F0, _Y, _F0T = np.linspace(-1, 1, 6), np.cos(np.arange(6.0)), np.linspace(0.5, -0.5, 4)
+_FINF = _F0T + _KX @ np.linalg.solve(_KT, _Y - _F0)
+# heavy damping: a small regression
+_XR, _YR = jax.random.normal(jax.random.key(6), (8, 1)), jax.random.normal(jax.random.key(7), (8, 1))
+_LAMMAX = float(np.linalg.eigvalsh(np.asarray(ic.empirical_ntk(_NET.apply, _P, _XR))).max())
+_LAM = 1e4 * _LAMMAX
+_FL = lambda t: jnp.concatenate([jnp.ravel(a) for a in jax.tree.leaves(t)])
+_GR = _FL(jax.grad(lambda p: ic.squared_error(_NET.apply(p, _XR), _YR))(_P))
+_DIR = _LAM * _FL(ic.gn_direction(_NET.apply, _P, _XR, _YR, damping=_LAM))
+_HEAVY = float(jnp.linalg.norm(_DIR - _GR) / jnp.linalg.norm(_GR))
+# relative change of weights
+_W0, _W1 = np.random.default_rng(1).normal(size=(12, 2)), np.random.default_rng(2).normal(size=(12, 2))
+# mean-field kernel at initialisation: 3 outputs, v = 0
+_MF = ic.mean_field_net(4, 6, 1.0, outputs=3)
+_PMF = _MF.init(jax.random.key(8))
+_XMF = np.asarray(jax.random.normal(jax.random.key(9), (5, 4)))
+_G = np.asarray(ic.mean_field.hidden_features(_PMF["u"], _XMF))
+_KRON = np.kron(_G @ _G.T, np.eye(3)) / 6**2
+# power law: noisy losses on five sizes
+_NS = np.array([100, 200, 400, 800, 1600])
+_LOSSES = 2.0 * _NS**-0.7 * np.exp(np.random.default_rng(3).normal(scale=0.05, size=5))
+_PL = lambda keep: float(np.exp(np.polyval(np.polyfit(np.log(_NS[keep]), np.log(_LOSSES[keep]), 1),
+                                           np.log(_NS[-1]))))
+
+
+def _weighted(run, i):
+    w = np.abs(run["w2"][i]) * np.linalg.norm(run["w1"][i], axis=1)
+    return float(np.sum(w * run["alignment"][i]) / np.sum(w))
+
+
+NEW_CHECKS = [
+    ("lin slope", lambda a: exercises.check_lin_slope(a, _NET.apply, _P, _X, _U), _SLOPE,
+     [(-_SLOPE, "wrong sign"), (_FLIN(_ALONG(1.0), _X), "subtract its value at the anchor"),
+      (_NET.apply(_ALONG(1.0), _X) - _NET.apply(_P, _X), "the network's change"),
+      (_SLOPE[:5], "wrong shape"), (jnp.full_like(_SLOPE, jnp.nan), "NaN"), ("steep", "array of numbers")]),
+    ("ntk rank", lambda a: exercises.check_ntk_rank(a, _NTK), _RANK,
+     [(31, "rounding errors"), (_RANK + 1, "count the eigenvalues"), (40, "at most 31"),
+      (float("nan"), "whole number"), (2.5, "whole number")]),
+    ("anchor gradient", lambda a: exercises.check_anchor_gradient(a, _C3.apply, _P3, _X3, _L3), _GLIN,
+     [(jax.tree.map(lambda g: -g, _GLIN), "wrong sign"),
+      (jax.grad(lambda q: ic.squared_error(_C3.apply(q, _X3), jax.nn.one_hot(_L3, 3)))(_P3), "jax.grad of"),
+      (jax.grad(lambda o: ic.softmax_cross_entropy(o, _L3))(_C3.apply(_P3, _X3)), "one entry per output"),
+      (_FL(_GLIN)[:-1], "wrong shape"), (jnp.full(ic.count_params(_P3), jnp.nan), "NaN")]),
+    ("flow limit", lambda a: exercises.check_flow_limit(a, _KT, _F0, _Y, _KX, _F0T), _FINF,
+     [(_FINF - _F0T, "add the initial function"), (_F0T + _KX @ np.linalg.solve(_KT, _Y), "initial residual"),
+      (2 * _F0T - _FINF, "wrong sign"), (_FINF[:3], "wrong shape"), (_FINF * np.nan, "NaN")]),
+    ("heavy damping", lambda a: exercises.check_heavy_damping(a, _LAM, _NET.apply, _P, _XR, _YR), _HEAVY,
+     [(float(jnp.linalg.norm(_DIR + _GR) / jnp.linalg.norm(_GR)), "wrong sign"),
+      (float(jnp.linalg.norm(_DIR / _LAM - _GR) / jnp.linalg.norm(_GR)), "multiply the direction by lambda"),
+      (float(jnp.linalg.norm(_DIR - _GR)), "absolute error"), (float("nan"), "finite number")]),
+    ("relative change", lambda a: exercises_features.check_relative_change(a, _W1, _W0),
+     np.linalg.norm(_W1 - _W0) / np.linalg.norm(_W0),
+     [(np.linalg.norm(_W1 - _W0), "absolute change"), (np.linalg.norm(_W1 - _W0) / np.linalg.norm(_W1), "not of the final"),
+      (abs(np.linalg.norm(_W1) / np.linalg.norm(_W0) - 1), "change of the norm"), (None, "finite number")]),
+    ("weighted alignment", lambda a: exercises_features.check_weighted_alignment(a), _weighted,
+     [(lambda run, i: float(run["alignment"][i].mean()), "plain mean"),
+      (lambda run, i: float(np.average(run["alignment"][i], weights=np.abs(run["w2"][i]))), "first-layer weights"),
+      (lambda run, i: _weighted(run, i) * np.sum(np.abs(run["w2"][i]) * np.linalg.norm(run["w1"][i], axis=1)),
+       "divide by the sum"),
+      (lambda run, i: run["w3"], "KeyError"), (lambda run, i: np.nan, "wrong weighted alignment")]),
+    ("init kernel", lambda a: exercises_features.check_init_kernel(a, _PMF, _XMF, _MF), _KRON,
+     [(np.kron(np.eye(3), _G @ _G.T) / 36, "example-major"), (np.kron(_G @ _G.T, np.eye(3)) / 6, "1/M^2"),
+      (np.kron(_G @ _G.T, np.ones((3, 3))) / 36, "hidden-features term"), (_G @ _G.T / 36, "wrong shape"),
+      (_KRON * np.nan, "NaN")]),
+    ("power law", lambda a: exercises_features.check_power_law_prediction(a, _NS, _LOSSES), _PL(slice(None, -1)),
+     [(_LOSSES[-1], "measured loss"), (_PL(slice(None)), "leave the largest N out"), (-0.1, "positive number"),
+      (float("nan"), "positive number"), ("small", "positive number")]),
+]
+
+
+@pytest.mark.parametrize("name, check, right, wrongs", NEW_CHECKS, ids=[c[0] for c in NEW_CHECKS])
+def test_issue44_checkers_pass_the_reference_and_explain_typical_mistakes(name, check, right, wrongs, capsys):
+    assert check(right) is True
+    assert "✔" in capsys.readouterr().out
+    for wrong, says in wrongs:
+        assert check(wrong) is False, (name, wrong)
+        out = capsys.readouterr().out
+        assert "✘" in out and says in out, (name, says, out)
+
+
+def test_check_init_kernel_refuses_parameters_away_from_initialisation(capsys):
+    moved = {**_PMF, "v": jnp.ones_like(_PMF["v"])}
+    assert not exercises_features.check_init_kernel(_KRON, moved, _XMF, _MF)
+    assert "not at initialisation" in capsys.readouterr().out

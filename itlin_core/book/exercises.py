@@ -228,6 +228,149 @@ def check_silu_constant(c: float, *, rtol: float = 1e-3) -> bool:
 
 
 
+def _array(answer, shape, what="your answer"):
+    """``(array, None)``: ``answer`` as float64 with ``shape`` (size-1 axes ignored), or
+    ``(None, report)`` saying what is wrong with it (not numbers, wrong shape, NaN or infinity)."""
+    try:
+        a = np.asarray(answer, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None, _report(False, f"{what} must be an array of numbers, got {type(answer).__name__}")
+    if a.size != math.prod(shape) or np.squeeze(a).shape != tuple(d for d in shape if d != 1):
+        return None, _report(False, f"{what} has the wrong shape", f"expected {tuple(shape)}, got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        return None, _report(False, f"{what} contains NaN or infinity")
+    return a.reshape(shape), None
+
+
+def _close(a, b, rtol):
+    """``a`` equals ``b`` within ``rtol`` times the larger of 1 and b's largest entry."""
+    return bool(np.max(np.abs(a - b)) <= rtol * max(1.0, float(np.max(np.abs(b)))))
+
+
+def check_lin_slope(slope, apply, params, x, u, *, rtol: float = 1e-4) -> bool:
+    """Check the directional derivative ``J_s(x) u`` (exercise ``ex-lin-slope``) against
+    ``jax.jvp`` of the network at the anchor ``params`` along ``u``; the tolerance is ``rtol``
+    times the larger of 1 and the outputs' size (float32 rounding of ``f_lin(...) - f``)."""
+    f = lambda p: apply(p, x)
+    f0, want = (np.asarray(a, dtype=np.float64) for a in jax.jvp(f, (params,), (u,)))
+    got, failed = _array(slope, want.shape, "the slope")
+    if failed is not None:
+        return failed
+    tol = rtol * max(1.0, float(np.abs(f0).max()))
+    if np.max(np.abs(got - want)) <= tol:
+        return _report(True, f"J_s(x) u is right at the {len(want)} inputs")
+    if np.max(np.abs(got + want)) <= tol:
+        hint = "wrong sign: the slope is f_lin one unit along +u minus f_lin at the anchor"
+    elif np.max(np.abs(got - want - f0)) <= tol:
+        hint = "that is f_lin one unit along u; subtract its value at the anchor"
+    elif np.max(np.abs(got - (np.asarray(f(jax.tree.map(lambda p, d: p + d, params, u))) - f0))) <= tol:
+        hint = "that is the network's change one unit along u; take the linearisation's, which is exact"
+    else:
+        hint = "evaluate ic.linearise(apply, params) one unit along u and at the anchor, and subtract"
+    return _report(False, "J_s(x) u is not right", "hint: " + hint)
+
+
+def check_ntk_rank(rank, ntk, *, rtol: float = 1e-6) -> bool:
+    """Check the numerical rank of a kernel matrix (exercises ``ex-lin-gram``, ``ex-quintic-bias``):
+    the number of its eigenvalues (float64 ``eigvalsh``) above ``rtol`` times the largest."""
+    ev = np.linalg.eigvalsh(np.asarray(ntk, dtype=np.float64))
+    want, n = int(np.sum(ev > rtol * ev.max())), len(ev)
+    value = _number(rank)
+    if value is None or value != int(value):
+        return _report(False, f"a rank is a whole number, got {rank!r}")
+    if value == want:
+        return _report(True, f"rank {int(value)} of {n} is right (eigenvalues above {rtol:g} times the largest)")
+    if value > n:
+        hint = f"the kernel is {n} x {n}: its rank is at most {n}"
+    elif value == n or value == int(np.sum(ev > 0)):
+        hint = (f"the computed kernel has rounding errors, so few eigenvalues are exactly 0: count those "
+                f"above {rtol:g} times the largest")
+    elif value == int(np.sum(ev > rtol)):
+        hint = f"the threshold is relative: {rtol:g} times the largest eigenvalue, not {rtol:g}"
+    else:
+        hint = f"count the eigenvalues above {rtol:g} times the largest (np.linalg.eigvalsh)"
+    return _report(False, f"rank {int(value)} is not right", "hint: " + hint)
+
+
+def check_anchor_gradient(grad, apply, params, x, labels, *, rtol: float = 1e-4) -> bool:
+    """Check a gradient of the softmax cross-entropy at the anchor (exercise ``ex-il-grad``),
+    as a tree like ``params`` or one flat vector, against ``jax.grad`` through the network
+    itself; the tolerance is ``rtol`` times the gradient's largest entry (float32 rounding)."""
+    from ..losses import softmax_cross_entropy
+    flat = lambda t: np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in jax.tree.leaves(t)])
+    want = flat(jax.grad(lambda p: softmax_cross_entropy(apply(p, x), labels))(params))
+    try:
+        raw = flat(grad) if jax.tree.structure(grad) == jax.tree.structure(params) else np.asarray(grad, float)
+    except (TypeError, ValueError):
+        return _report(False, f"the gradient must be a tree like params or an array, got {type(grad).__name__}")
+    got, failed = _array(raw, want.shape, "the gradient")
+    if failed is not None:
+        if np.size(raw) == np.size(apply(params, x)):
+            return _report(False, "that has one entry per output, not per parameter",
+                           "hint: differentiate with respect to the parameters, jax.grad(loss)(params)")
+        return failed
+    scale = rtol * float(np.abs(want).max())
+    if np.max(np.abs(got - want)) <= scale:
+        return _report(True, f"the gradient at the anchor is the network's ({want.size} parameters)")
+    hint = ("wrong sign: jax.grad gives the loss's gradient, not the descent direction"
+            if np.max(np.abs(got + want)) <= scale else
+            "take jax.grad of softmax_cross_entropy(f_lin(q, x), labels) with respect to q, at q = the anchor")
+    return _report(False, "the gradient is not the network's at the anchor", "hint: " + hint)
+
+
+def check_flow_limit(f_inf_test, ntk, f0, y, ntk_test_train, f0_test, *, rtol: float = 1e-6) -> bool:
+    """Check the function at ``t = inf`` on test inputs (exercise ``ex-flow-minnorm``) against
+    :func:`itlin_core.gradient_flow` at ``t = math.inf``, within ``rtol`` times the larger of 1 and
+    its largest value."""
+    as64 = lambda a: np.asarray(a, dtype=np.float64)
+    ntk, f0, y, kx, f0_test = map(as64, (ntk, f0, y, ntk_test_train, f0_test))
+    want = as64(gradient_flow(ntk, f0, y, math.inf, kx, f0_test)[1])
+    got, failed = _array(f_inf_test, want.shape, "f_inf on the test inputs")
+    if failed is not None:
+        return failed
+    if _close(got, want, rtol):
+        return _report(True, f"f_inf is right on the {len(want)} test inputs")
+    change = kx @ np.linalg.lstsq(ntk, (y - f0).reshape(len(ntk), -1), rcond=None)[0]
+    if _close(got, want - f0_test, 1e-4):
+        hint = "that is the change f_inf - f_0: add the initial function on the test inputs"
+    elif _close(got, f0_test + (kx @ np.linalg.lstsq(ntk, y.reshape(len(ntk), -1), rcond=None)[0]).reshape(
+            want.shape), 1e-4):
+        hint = "regress the initial residual Y - f_0(X), not the targets"
+    elif _close(got, f0_test - change.reshape(want.shape), 1e-4):
+        hint = "wrong sign: the function moves towards the targets, by + Theta(x, X) Theta^-1 (Y - f_0)"
+    else:
+        hint = "f_inf(x) = f_0(x) + Theta(x, X) Theta(X, X)^-1 (Y - f_0(X))"
+    return _report(False, "f_inf on the test inputs is not right", "hint: " + hint)
+
+
+def check_heavy_damping(rel_err, lam, apply, params, x, y, *, rtol: float = 0.05) -> bool:
+    """Check the relative error ``|lam d - g| / |g|`` between ``lam`` times the damped GN
+    direction ``d`` (:func:`itlin_core.gn_direction`) and the squared error's gradient ``g``
+    (exercise ``ex-gn-heavy``), recomputed here, within ``rtol`` of it (float32 rounding)."""
+    from ..gauss_newton import gn_direction
+    from ..losses import squared_error
+    flat = lambda t: np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in jax.tree.leaves(t)])
+    g = flat(jax.grad(lambda p: squared_error(apply(p, x), y))(params))
+    d = lam * flat(gn_direction(apply, params, x, y, damping=lam))
+    want = float(np.linalg.norm(d - g) / np.linalg.norm(g))
+    value = _number(rel_err)
+    if value is None:
+        return _report(False, f"the relative error must be a finite number, got {rel_err!r}")
+    if abs(value - want) <= rtol * want + 1e-7:
+        return _report(True, f"relative error {value:.2g} at lambda = {lam:.3g} is right")
+    if abs(value - float(np.linalg.norm(d + g) / np.linalg.norm(g))) <= 1e-3:
+        hint = "wrong sign: gn_direction is subtracted from the parameters, as the gradient is"
+    elif abs(value - float(np.linalg.norm(d / lam - g) / np.linalg.norm(g))) <= 1e-3:
+        hint = "multiply the direction by lambda before comparing it with the gradient"
+    elif abs(value - float(np.linalg.norm(d - g))) <= 1e-3 * float(np.linalg.norm(d - g)):
+        hint = "that is the absolute error: divide by the gradient's norm"
+    else:
+        hint = "compare lam * flat(ic.gn_direction(..., damping=lam)) with the flat loss gradient"
+    return _report(False, f"relative error {value:.3g} is not right", "hint: " + hint)
+
+
+
 __all__ = ["check_gradient_flow", "check_half_life", "check_kernel_form", "check_total_variation",
            "check_feature_update_count", "check_geometric_count", "RANDOM_ALIGNMENT", "check_random_alignment",
-           "check_wcd", "check_silu_constant"]
+           "check_wcd", "check_silu_constant", "check_lin_slope", "check_ntk_rank", "check_anchor_gradient",
+           "check_flow_limit", "check_heavy_damping"]

@@ -1,0 +1,135 @@
+"""Exercise checkers about features and fitted curves: how far weights moved, how aligned the
+units that matter are, the mean-field kernel at initialisation, a power law's extrapolation.
+
+As in :mod:`itlin_core.book.exercises`, each ``check_*`` compares the student's answer with the
+package's own implementation or a reference computed here, prints a verdict with a hint where the
+answer is wrong (never the expected number of a number exercise), and returns ``True`` or ``False``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import jax
+import numpy as np
+
+from .exercises import _array, _call, _close, _number, _report
+
+
+def _flat(tree):
+    return np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in jax.tree.leaves(tree)])
+
+
+def check_relative_change(answer, new, old, *, rtol: float = 1e-4) -> bool:
+    """Check a relative change ``|new - old| / |old|`` of weights (arrays or trees of arrays, all
+    entries together; exercises ``ex-xor-lazy``, ``ex-digits-filters``) against the norm computed
+    here in float64, within ``rtol`` of it."""
+    new, old = _flat(new), _flat(old)
+    want = float(np.linalg.norm(new - old) / np.linalg.norm(old))
+    value = _number(answer)
+    if value is None:
+        return _report(False, f"the relative change must be a finite number, got {answer!r}")
+    if abs(value - want) <= rtol * max(want, 1e-12):
+        return _report(True, f"relative change {value:.3g} is right")
+    near = lambda v: abs(value - v) <= 1e-3 * max(abs(v), 1e-12)
+    if near(np.linalg.norm(new - old)):
+        hint = "that is the absolute change: divide by the norm of the initial weights"
+    elif near(np.linalg.norm(new - old) / np.linalg.norm(new)):
+        hint = "divide by the norm of the initial weights, not of the final ones"
+    elif near(abs(np.linalg.norm(new) - np.linalg.norm(old)) / np.linalg.norm(old)):
+        hint = "that is the change of the norm; take the norm of the change, |W - W0|"
+    else:
+        hint = "|W - W0| / |W0|, with the norm over all entries together (np.linalg.norm of the arrays)"
+    return _report(False, f"relative change {value:.3g} is not right", "hint: " + hint)
+
+
+def _xor_runs(seed):
+    """A stand-in for the XOR chapter's results: three runs of 12 units with random first-layer
+    weights ``w1`` (runs, units, 2), output weights ``w2`` (runs, units) and their alignments."""
+    from .. import data
+    from ..metrics import feature_alignment
+    rng = np.random.default_rng(seed)
+    w1 = rng.normal(size=(3, 12, 2)) * rng.uniform(0.1, 3.0, size=(3, 12, 1))
+    w2 = rng.normal(size=(3, 12))
+    align = np.stack([np.asarray(feature_alignment(w, data.XOR_CENTRES)) for w in w1])
+    return {"w1": w1, "w2": w2, "alignment": align}
+
+
+def check_weighted_alignment(fn: Callable) -> bool:
+    """Check ``fn(run, i) -> float``, the mean alignment of run ``i`` weighting each unit by
+    ``|w2_i| |w1_i|`` (exercise ``ex-xor-weighted``), on stand-in runs with random weights,
+    against that weighted average computed here (within 1e-6)."""
+    for seed in (0, 1):
+        run = _xor_runs(seed)
+        for i in range(3):
+            got, failed = _call(fn, run, i)
+            if failed is not None:
+                return failed
+            w = np.abs(run["w2"][i]) * np.linalg.norm(run["w1"][i], axis=1)
+            a = run["alignment"][i]
+            want, value = float(np.sum(w * a) / np.sum(w)), _number(got)
+            if value is not None and abs(value - want) <= 1e-6:
+                continue
+            near = lambda v: value is not None and abs(value - v) <= 1e-6
+            if near(a.mean()):
+                hint = "that is the plain mean: weight each unit by |w2_i| |w1_i|"
+            elif near(np.sum(np.abs(run["w2"][i]) * a) / np.sum(np.abs(run["w2"][i]))):
+                hint = "weight by |w2_i| times the norm of the unit's first-layer weights |w1_i|"
+            elif near(np.sum(w * a)):
+                hint = "divide by the sum of the weights"
+            else:
+                hint = "sum of weight times alignment, divided by the sum of the weights"
+            return _report(False, f"wrong weighted alignment for run {i} of a test set: got {got!r}", "hint: " + hint)
+    return _report(True, "right on 6 test runs with random first- and second-layer weights")
+
+
+def check_init_kernel(kernel, params, x, net) -> bool:
+    """Check the mean-field NTK at initialisation written as a Kronecker product (exercise
+    ``ex-mfi-init-kernel``) against :func:`itlin_core.mean_field_ntk` for ``params`` (whose
+    output weights must be zero), within 1e-6 of its largest entry."""
+    from ..mean_field import mean_field_ntk
+    if np.any(np.asarray(params["v"]) != 0):
+        return _report(False, "these parameters are not at initialisation: their output weights v are not 0")
+    want = np.asarray(mean_field_ntk(params, x, net=net), dtype=np.float64)
+    got, failed = _array(kernel, want.shape, "the kernel")
+    if failed is not None:
+        return failed
+    scale = float(np.abs(want).max())
+    if np.max(np.abs(got - want)) <= 1e-6 * scale:
+        return _report(True, f"the {want.shape[0]} x {want.shape[1]} kernel at initialisation is right")
+    n, m = len(x), np.asarray(params["u"]).shape[0]
+    c = want.shape[0] // n
+    swapped = want.reshape(n, c, n, c).transpose(1, 0, 3, 2).reshape(want.shape)
+    ratio = float(np.sum(got * want) / np.sum(want * want))
+    if np.max(np.abs(got - swapped)) <= 1e-6 * scale and c > 1:
+        hint = "the rows are ordered example-major, (n, c) -> n C + c: the kernel of the examples comes first"
+    elif np.max(np.abs(got - ratio * want)) <= 1e-6 * abs(ratio) * scale and abs(ratio - 1) > 1e-3:
+        hint = f"the structure is right but the scale is not: check the factor 1/M^2 (M = {m})"
+    else:
+        hint = "with v = 0 only the hidden-features term G G^T / M^2 is left, once per output"
+    return _report(False, "the kernel is not the NTK at initialisation", "hint: " + hint)
+
+
+def check_power_law_prediction(pred, ns, losses) -> bool:
+    """Check a test loss predicted at the largest ``N`` (exercise ``ex-mf-extrapolate``) against
+    the power law ``L = b N^-a`` fitted by least squares to ``log L`` against ``log N`` on all
+    but the largest ``N`` (``np.polyfit``), within 1e-6 relatively."""
+    logn, logl = np.log(np.asarray(ns, float)), np.log(np.asarray(losses, float))
+    fit = lambda keep: float(np.exp(np.polyval(np.polyfit(logn[keep], logl[keep], 1), logn[-1])))
+    want, value = fit(slice(None, -1)), _number(pred)
+    if value is None or value <= 0:
+        return _report(False, f"a predicted loss is a positive number, got {pred!r}")
+    if abs(value - want) <= 1e-6 * want:
+        return _report(True, f"the prediction at N = {int(ns[-1])} is right")
+    near = lambda v: abs(value - v) <= 1e-4 * v
+    if near(math.exp(logl[-1])):
+        hint = "that is the measured loss: predict it from the fit to the smaller N"
+    elif near(fit(slice(None))):
+        hint = "leave the largest N out of the fit, then predict it"
+    else:
+        hint = "fit a straight line to log(loss) against log(N) (np.polyfit, degree 1), then evaluate it"
+    return _report(False, f"the prediction {value:.3g} is not right", "hint: " + hint)
+
+
+__all__ = ["check_relative_change", "check_weighted_alignment", "check_init_kernel", "check_power_law_prediction"]
