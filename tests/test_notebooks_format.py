@@ -125,3 +125,22 @@ def test_every_slider_has_a_caption(path):
         for node in ast.walk(ast.parse("".join(cell["source"]))):
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "widgets.slider":
                 assert any(k.arg == "caption" for k in node.keywords), f"{path.name}: a slider without caption="
+
+
+def _header(path):
+    """The level and reading time a chapter states at its top, e.g. ("intro", "30 min")."""
+    nb = json.loads(path.read_text())
+    text = re.sub(r"\s+", " ", " ".join("".join(c["source"]) for c in nb["cells"][:3]
+                                        if c["cell_type"] == "markdown"))
+    level = re.search(r"Level: ([a-z ]+)\.", text)
+    time = re.search(r"Reading time: about (\d+ minutes|an hour)", text)
+    assert level and time, f"{path.name}: its top states no 'Level: ...' and 'Reading time: about ...'"
+    return level.group(1), "1 h" if time.group(1) == "an hour" else time.group(1).replace(" minutes", " min")
+
+
+def test_the_introductions_map_lists_every_chapter_with_its_own_level_and_reading_time():
+    rows = dict((m.group(1), (m.group(2), m.group(3))) for m in re.finditer(
+        r"^\| \{doc\}`(\w+)` \| ([^|]+?) \| ([^|]+?) \|", (ROOT / "book" / "intro.md").read_text(), re.M))
+    for path in NOTEBOOKS:
+        assert path.stem in rows, f"the map in book/intro.md does not list {path.stem}"
+        assert rows[path.stem] == _header(path), f"book/intro.md's row for {path.stem} differs from its top"
