@@ -111,7 +111,8 @@ def test_algorithm_modules_import_only_rows_below_them():
                 assert rank[dep] > rank[mod], f"{mod} imports {dep}, which ARCHITECTURE.md lists above it"
 
 
-SHARED_BOOK = {"common", "records", "plotting", "widgets", "exercises", "exercises_features", "bench", "image_runs", "image_records",
+SHARED_BOOK = {"common", "records", "plotting", "widgets", "exercises", "exercises_features", "exercises_images",
+               "bench", "image_runs", "image_records",
                "image_chapters", "image_settings", "execution", "rules", "record", "queue", "claims", "costs",
                "estimates"}
 #: the image chapter modules, which image_chapters (their table, runner and recorder) imports

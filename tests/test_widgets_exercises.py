@@ -251,3 +251,104 @@ def test_check_init_kernel_refuses_parameters_away_from_initialisation(capsys):
     moved = {**_PMF, "v": jnp.ones_like(_PMF["v"])}
     assert not exercises_features.check_init_kernel(_KRON, moved, _XMF, _MF)
     assert "not at initialisation" in capsys.readouterr().out
+
+
+# The second round of issue 44's checkers: Gauss-Newton steps, agreement rates and the image
+# chapters' settings.
+import optax  # noqa: E402
+
+from itlin_core.book import exercises_images, image_chapters  # noqa: E402
+
+# truncated GN with Adam on the small regression of the heavy-damping test
+_THETA0, _EXACT = _FL(_P), _FL(ic.gn_step(_NET.apply, _P, _XR, _YR))
+_TGN = _FL(ic.tgn_step(_NET.apply, _P, _XR, _YR, loss_fn=ic.squared_error, optimizer=optax.adam(1e-2),
+                       num_steps=10).params)
+_SCALE, _GAP = float(jnp.linalg.norm(_EXACT - _THETA0)), float(jnp.linalg.norm(_TGN - _EXACT))
+# the hard pair: a copy of the first input moved by 1e-2, with the first target plus one
+_XD = jnp.concatenate([_XR, _XR[:1] + 1e-2])
+_YD = jnp.concatenate([_YR, _YR[:1] + 1.0])
+_TH = np.asarray(ic.kernel_matrix(ic.empirical_ntk(_NET.apply, _P, _XD, full=True)), dtype=np.float64)
+_RD = np.asarray(_NET.apply(_P, _XD) - _YD, dtype=np.float64).reshape(-1)
+_SD, _UD = np.linalg.eigh(_TH)
+_WD = np.clip(_SD, 0, None) * (_UD.T @ _RD) ** 2
+_ETA = 1.0 / _SD[-1]
+_KSTAR = {nu: ic.gd_steps_to_tolerance(_TH, _RD, _ETA, nu) for nu in (0.1, 1e-4)}
+_HARD = lambda lam=_SD[0], p=_WD[0] / _WD.sum(), k=_KSTAR: exercises_features.check_hard_pair(
+    lam, p, k, _NET.apply, _P, _XD, _YD, _ETA)
+# a read-out on random features, judged against probabilities of three classes
+_RNG = np.random.default_rng(4)
+_PHI, _PHIT = _RNG.normal(size=(20, 50)), _RNG.normal(size=(60, 50))
+_TARG = np.asarray(jax.nn.softmax(_RNG.normal(size=(20, 3)) * 2.0))
+_TRUTH = _PHIT @ np.asarray(ic.min_norm_readout(_PHI, _TARG)) + _RNG.normal(size=(60, 3)) * 0.3
+_GUESS = lambda t: (_PHIT @ np.asarray(ic.min_norm_readout(_PHI, t))).argmax(1)
+_AGREE = float(np.mean(_GUESS(_TARG) == _TRUTH.argmax(1)))
+_AGREE_1HOT = float(np.mean(_GUESS(np.eye(3)[_TARG.argmax(1)]) == _TRUTH.argmax(1)))
+# a classifier moved far from its anchor, so that network and proxy disagree on some inputs
+_MOVED = jax.tree.map(lambda p, d: p + 3.0 * d, _P3, _C3.init(jax.random.key(10)))
+_XP = jax.random.normal(jax.random.key(11), (80, 4))
+_SAME = float(np.mean(np.asarray(_C3.apply(_MOVED, _XP)).argmax(1)
+                      == np.asarray(ic.linearise(_C3.apply, _P3)(_MOVED, _XP)).argmax(1)))
+# damped GN steps over eight orders of magnitude of damping
+_LAMS = 10.0 ** np.arange(-4, 5, 2)
+_STEPS = [_FL(ic.gn_step(_NET.apply, _P, _XR, _YR, damping=float(lam))) for lam in _LAMS]
+_NORMS = np.array([float(jnp.linalg.norm(s - _THETA0)) for s in _STEPS])
+_JTR = np.asarray(ic.flat_jacobian(_NET.apply, _P, _XR)).T @ np.asarray(_YR - _NET.apply(_P, _XR)).reshape(-1)
+# the image chapters' settings
+_GROUPS = [cfg for p in ("paper", "colab", "laptop") for ch in ("cifar_damping", "resnet_mnist")
+           for cfg in image_chapters.run_groups(ch, p).values()]
+_FIG4 = [cfg for p in ("laptop", "colab", "paper") for name, cfg in image_chapters.run_groups("cifar_features", p).items()
+         if re.fullmatch(r"fig4_n\d+", name)]
+_REACH = lambda cfg, K: (math.inf, 1) if K is None else (cfg.lr * K, math.ceil(cfg.steps / K))
+_EPOCHS = lambda cfg, K: K * min(cfg.batch_size or cfg.n_train, cfg.n_train) / cfg.n_train
+
+ROUND2_CHECKS = [
+    ("tgn distance", lambda a: exercises_features.check_tgn_distance(a, 10, _NET.apply, _P, _XR, _YR, optax.adam(1e-2)),
+     _GAP / _SCALE,
+     [(_GAP, "absolute distance"), (_GAP / float(jnp.linalg.norm(_EXACT)), "not by |theta_GN|"),
+      (float(jnp.linalg.norm(_TGN - _THETA0)) / _SCALE, "moved from the anchor"), (float("nan"), "finite number")]),
+    ("hard pair", lambda a: _HARD(*a), (_SD[0], _WD[0] / _WD.sum(), _KSTAR),
+     [((_SD[-1], 0.1, _KSTAR), "largest eigenvalue"),
+      ((_SD[0], (_UD.T @ _RD)[0] ** 2 / np.sum(_RD**2), _KSTAR), "residual's share"),
+      ((_SD[0], 2.0, _KSTAR), "between 0 and 1"),
+      ((_SD[0], _WD[0] / _WD.sum(), {nu: 2 * k for nu, k in _KSTAR.items()}), "gd_steps_to_tolerance"),
+      ((_SD[0], _WD[0] / _WD.sum(), [1, 2]), "must be a dict"), ((float("nan"), 0.1, _KSTAR), "finite numbers")]),
+    ("readout agreement", lambda a: exercises_images.check_readout_agreement(a, _PHI, _TARG, _PHIT, _TRUTH), _AGREE,
+     [(100 * _AGREE, "percentage"), (60 * _AGREE, "a count"), (1 - _AGREE, "disagree"),
+      (_AGREE_1HOT, "one-hot classes"), (float("nan"), "finite number"), ("most", "finite number")]),
+    ("readout agreement, labels", lambda a: exercises_images.check_readout_agreement(
+        a, _PHI, _TARG, _PHIT, _TRUTH.argmax(1)), _AGREE, [(1.2, "between 0 and 1")]),
+    ("proxy agreement", lambda a: exercises_images.check_proxy_agreement(a, _C3.apply, _MOVED, _P3, _XP), _SAME,
+     [(1.0, "state.anchor"), (100 * _SAME, "percentage"), (1 - _SAME, "disagree"), (None, "finite number")]),
+    ("damped step norms", lambda a: exercises_images.check_damped_step_norms(a, _LAMS, _NET.apply, _P, _XR, _YR),
+     _NORMS,
+     [(np.array([float(jnp.linalg.norm(s)) for s in _STEPS]), "subtract the anchor"),
+      (np.linalg.norm(_JTR) / _LAMS, "gradient step"), (_NORMS[::-1], "order of the dampings"),
+      (_NORMS[:3], "wrong shape"), (_NORMS * np.nan, "NaN")]),
+    ("reach", lambda a: exercises_images.check_reach(a, _GROUPS), _REACH,
+     [(lambda cfg, K: (math.inf, 1) if K is None else (cfg.lr * cfg.steps, 1), "training time"),
+      (lambda cfg, K: (0.0, 1) if K is None else _REACH(cfg, K), "math.inf"),
+      (lambda cfg, K: (math.inf, 0) if K is None else _REACH(cfg, K), "still linearises once"),
+      (lambda cfg, K: _REACH(cfg, K) if K is None else (cfg.lr * K, math.ceil(cfg.steps / K) - 1), "one too few"),
+      (lambda cfg, K: cfg.lr * (K or 0), "two numbers"), (lambda cfg, K: (cfg.eta, 1), "AttributeError")]),
+    ("epochs per linearisation", lambda a: exercises_images.check_epochs_per_linearisation(a, _FIG4), _EPOCHS,
+     [(lambda cfg, K: 1 / _EPOCHS(cfg, K), "upside down"), (lambda cfg, K: K * cfg.batch_size, "divide by"),
+      (lambda cfg, K: cfg.steps * cfg.batch_size / cfg.n_train, "whole run"),
+      (lambda cfg, K: float("nan"), "wrong epochs")]),
+]
+
+
+@pytest.mark.parametrize("name, check, right, wrongs", ROUND2_CHECKS, ids=[c[0] for c in ROUND2_CHECKS])
+def test_issue44_round2_checkers_pass_the_reference_and_explain_typical_mistakes(name, check, right, wrongs, capsys):
+    assert check(right) is True, capsys.readouterr().out
+    assert "✔" in capsys.readouterr().out
+    for wrong, says in wrongs:
+        assert check(wrong) is False, (name, wrong)
+        out = capsys.readouterr().out
+        assert "✘" in out and says in out, (name, says, out)
+
+
+def test_round2_test_problems_tell_the_mistakes_apart():
+    """The wrong answers above differ from the right ones by more than the checkers' slack."""
+    assert abs(_AGREE - _AGREE_1HOT) > 1 / 60 and abs(_AGREE - 0.5) > 1 / 60
+    assert 0 < _SAME < 1 - 1 / 80 and abs(_SAME - 0.5) > 1 / 80
+    assert any(K is None for cfg in _GROUPS for K in cfg.Ks)

@@ -1,5 +1,6 @@
-"""Exercise checkers about features and fitted curves: how far weights moved, how aligned the
-units that matter are, the mean-field kernel at initialisation, a power law's extrapolation.
+"""Exercise checkers about features, fitted curves and Gauss-Newton steps: how far weights moved,
+how aligned the units that matter are, the mean-field kernel at initialisation, a power law's
+extrapolation, truncated GN's distance to the GN step, the NTK's smallest direction.
 
 As in :mod:`itlin_core.book.exercises`, each ``check_*`` compares the student's answer with the
 package's own implementation or a reference computed here, prints a verdict with a hint where the
@@ -132,4 +133,75 @@ def check_power_law_prediction(pred, ns, losses) -> bool:
     return _report(False, f"the prediction {value:.3g} is not right", "hint: " + hint)
 
 
-__all__ = ["check_relative_change", "check_weighted_alignment", "check_init_kernel", "check_power_law_prediction"]
+def check_tgn_distance(distance, budget, apply, params, x, y, optimizer, *, rtol: float = 1e-3) -> bool:
+    """Check the relative distance ``|theta_TGN - theta_GN| / |theta_GN - theta_0|`` of truncated
+    Gauss-Newton with ``optimizer`` for ``budget`` inner steps from the exact GN step (exercise
+    ``ex-gn-tgn``), against :func:`itlin_core.tgn_step` and :func:`itlin_core.gn_step` run here
+    on the squared error, within ``rtol`` of it."""
+    from ..gauss_newton import gn_step, tgn_step
+    from ..losses import squared_error
+    theta0, exact = _flat(params), _flat(gn_step(apply, params, x, y))
+    tgn = _flat(tgn_step(apply, params, x, y, loss_fn=squared_error, optimizer=optimizer,
+                         num_steps=int(budget)).params)
+    scale, gap = np.linalg.norm(exact - theta0), np.linalg.norm(tgn - exact)
+    value = _number(distance)
+    if value is None:
+        return _report(False, f"the distance must be a finite number, got {distance!r}")
+    if abs(value - gap / scale) <= rtol * gap / scale:
+        return _report(True, f"the relative distance after {int(budget)} inner steps is right")
+    near = lambda v: abs(value - v) <= 1e-3 * v
+    if near(gap):
+        hint = "that is the absolute distance: divide by the length of the GN step, |theta_GN - theta_0|"
+    elif near(gap / np.linalg.norm(exact)):
+        hint = "divide by the length of the GN step, |theta_GN - theta_0|, not by |theta_GN|"
+    elif near(np.linalg.norm(tgn - theta0) / scale):
+        hint = "that is how far the inner solver moved from the anchor: measure its distance to the GN step"
+    else:
+        hint = "flatten the parameters of ic.tgn_step(...).params and of ic.gn_step(...), and compare"
+    return _report(False, f"the relative distance {value:.3g} is not right", "hint: " + hint)
+
+
+def check_hard_pair(lam_min, p_min, k_star, apply, params, x, y, lr, *, rtol: float = 0.02) -> bool:
+    """Check the smallest eigenvalue of the NTK at ``params`` on the inputs ``x`` (the copied
+    input included), that direction's share ``p_min`` of the squared gradient norm and the steps
+    ``k_star = {nu: k}`` of :func:`itlin_core.gd_steps_to_tolerance` at learning rate ``lr``
+    (exercise ``ex-gn-tgn-duplicate``), against the same quantities computed here from
+    :func:`itlin_core.empirical_ntk` (eigenvalues in float64), within ``rtol``."""
+    from ..gauss_newton import gd_steps_to_tolerance
+    from ..ntk import empirical_ntk, kernel_matrix
+    theta = np.asarray(kernel_matrix(empirical_ntk(apply, params, x, full=True)), dtype=np.float64)
+    r = np.asarray(apply(params, x) - y, dtype=np.float64).reshape(-1)
+    s, u = np.linalg.eigh(theta)
+    along = (u.T @ r) ** 2
+    shares = np.clip(s, 0, None) * along / np.sum(np.clip(s, 0, None) * along)
+    near = lambda v, w: abs(v - w) <= rtol * abs(w)
+    lam, p = _number(lam_min), _number(p_min)
+    if lam is None or p is None:
+        return _report(False, "lambda_min and p_min must be finite numbers, got "
+                              f"{lam_min!r} and {p_min!r}")
+    if not near(lam, s[0]):
+        hint = ("that is the largest eigenvalue: take the smallest" if near(lam, s[-1]) else
+                "np.linalg.eigvalsh of the NTK on the inputs with the copy (ic.kernel_matrix of "
+                "ic.empirical_ntk(..., full=True)), in float64")
+        return _report(False, f"lambda_min = {lam:.3g} is not right", "hint: " + hint)
+    if not near(p, shares[0]):
+        if near(p, along[0] / np.sum(along)):
+            hint = "that is the residual's share: the gradient weighs each direction by its eigenvalue"
+        elif not 0 <= p <= 1:
+            hint = "a share is between 0 and 1"
+        else:
+            hint = "p_i = lambda_i (u_i^T r)^2 / sum_k lambda_k (u_k^T r)^2, for the smallest lambda_i"
+        return _report(False, f"p_min = {p:.3g} is not right", "hint: " + hint)
+    if not isinstance(k_star, dict) or not k_star:
+        return _report(False, "k_star must be a dict {tolerance: steps}, got " + type(k_star).__name__)
+    for nu, k in k_star.items():
+        want, got = gd_steps_to_tolerance(theta, r, lr, nu, max_steps=10**9), _number(k)
+        if got is None or want is None or abs(got - want) > rtol * want:
+            return _report(False, f"k*({nu:g}) = {k!r} is not right",
+                           "hint: ic.gd_steps_to_tolerance(theta, r, eta, nu) with the kernel and the "
+                           "residual on the inputs with the copy, at the chapter's learning rate")
+    return _report(True, f"lambda_min, p_min and k* at {len(k_star)} tolerances are right")
+
+
+__all__ = ["check_relative_change", "check_weighted_alignment", "check_init_kernel", "check_power_law_prediction",
+           "check_tgn_distance", "check_hard_pair"]
