@@ -145,14 +145,58 @@ def check_reach(fn: Callable, configs) -> bool:
                     else "each step moves a parameter by at most about lr: K steps, lr * K")
             return _report(False, f"wrong eta K for {where}: got {got[0]!r}", "hint: " + hint)
         if n != want_n:
-            if K is None:
-                hint = "K = inf still linearises once: the features of step 0 serve the whole run"
-            elif n == want_n - 1:
-                hint = "one too few: the linearisation at step 0 counts too"
-            else:
-                hint = "updates happen at steps 0, K, 2K, ... below the number of steps: ceil(steps / K)"
-            return _report(False, f"wrong number of feature updates for {where}: got {got[1]!r}", "hint: " + hint)
+            return _wrong_updates(n, want_n, K, where, got[1])
     return _report(True, f"eta K and the feature updates are right for {len(pairs)} runs")
+
+
+def _wrong_updates(n, want_n, K, where, got) -> bool:
+    """The verdict on a wrong number ``n`` of feature updates (``want_n`` is right), with its hint."""
+    if K is None:
+        hint = "K = inf still linearises once: the features of step 0 serve the whole run"
+    elif n == want_n - 1:
+        hint = "one too few: the linearisation at step 0 counts too"
+    else:
+        hint = "updates happen at steps 0, K, 2K, ... below the number of steps: ceil(steps / K)"
+    return _report(False, f"wrong number of feature updates for {where}: got {got!r}", "hint: " + hint)
+
+
+def check_run_updates(fn: Callable, configs) -> bool:
+    """Check ``fn(cfg, K) -> updates``, the number of linearisations (the initial one included) of
+    the run of period ``K`` (``None`` for K = inf) in the run group ``cfg`` by the end of its
+    ``cfg.steps`` steps, against :func:`itlin_core.book.common.feature_updates` (exercise
+    ``ex-cifar-few-count``), for every period of every group in ``configs``."""
+    from .common import feature_updates
+    pairs = _periods(configs)
+    for cfg, K in pairs:
+        got, failed = _call(fn, cfg, K)
+        if failed is not None:
+            return failed
+        want_n = int(feature_updates([K], [cfg.steps])[0, 0])
+        if _number(got) != want_n:
+            return _wrong_updates(_number(got), want_n, K, f"K = {'inf' if K is None else K}, {cfg.steps} steps", got)
+    return _report(True, f"the feature updates are right for {len(pairs)} runs")
+
+
+def check_exact_steps(steps, K: int, n_steps: int) -> bool:
+    """Check ``steps``, the steps ``t`` (1 to ``n_steps``) after which an IL run of period ``K``
+    has its network equal to its proxy, against the steps at which the anchor moves, the
+    multiples of ``K`` (exercise ``ex-cifar-few-relin``)."""
+    try:
+        got = sorted({int(t) for t in steps})
+    except (TypeError, ValueError):
+        return _report(False, f"give the steps as a list of whole numbers, got {steps!r}")
+    want = [t for t in range(1, n_steps + 1) if t % K == 0]
+    if got == want:
+        return _report(True, f"the steps {got} are right: K = {K}, {n_steps} steps")
+    if got == [t for t in range(1, n_steps + 1) if t % K == 1 % K]:
+        hint = "the anchor moves at the end of step K, 2K, ...: the step counter is then a multiple of K"
+    elif got == list(range(1, n_steps + 1)):
+        hint = "between feature updates the parameters leave the anchor, and the network bends away from its proxy"
+    elif 0 in got:
+        hint = "count the steps from 1: the question asks after which step"
+    else:
+        hint = "they agree right after the anchor moved to the current parameters, so theta - theta_s = 0"
+    return _report(False, f"the steps {got} are not right", "hint: " + hint)
 
 
 def check_epochs_per_linearisation(fn: Callable, configs) -> bool:
