@@ -117,6 +117,15 @@ def _call(fn, *args):
         return None, _report(False, "your function raised an exception", f"{type(e).__name__}: {e}")
 
 
+def updates_hint(value, want: int, K) -> str:
+    """The hint for a wrong count ``value`` of feature updates (``want`` is right) of period ``K``."""
+    if K is None:
+        return "K = inf still linearises once: the features of step 0 serve the whole run"
+    if value == want - 1:
+        return "one too few: the linearisation at step 0 counts too"
+    return "refreshes happen at steps 0, K, 2K, ... below the number of steps: count them, ceil(steps / K)"
+
+
 def check_feature_update_count(fn: Callable) -> bool:
     """Check ``fn(T, K) -> int``, the number of linearisations (the initial one included) that a run of
     ``T`` steps with period ``K`` uses (``K=None`` for K = inf), against the count the book's figures
@@ -130,13 +139,8 @@ def check_feature_update_count(fn: Callable) -> bool:
                 return failed
             want, value = int(feature_updates([K], [T])[0, 0]), _number(got)
             if value != want:
-                if K is None:
-                    hint = "K = inf still linearises once: the features of step 0 serve the whole run"
-                elif value == want - 1:
-                    hint = "one too few: the linearisation at step 0 counts too"
-                else:
-                    hint = "refreshes happen at steps 0, K, 2K, ... that are below T: count them (round up, not down)"
-                return _report(False, f"wrong count for T = {T}, K = {K}: got {got!r}", "hint: " + hint)
+                return _report(False, f"wrong count for T = {T}, K = {K}: got {got!r}",
+                               "hint: " + updates_hint(value, want, K))
     return _report(True, "correct for 25 pairs of T and K, with periods that do not divide T and K = inf")
 
 

@@ -17,7 +17,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from .exercises import _array, _call, _number, _report
+from .exercises import _array, _call, _number, _report, updates_hint
 
 
 def _flat(tree):
@@ -151,13 +151,8 @@ def check_reach(fn: Callable, configs) -> bool:
 
 def _wrong_updates(n, want_n, K, where, got) -> bool:
     """The verdict on a wrong number ``n`` of feature updates (``want_n`` is right), with its hint."""
-    if K is None:
-        hint = "K = inf still linearises once: the features of step 0 serve the whole run"
-    elif n == want_n - 1:
-        hint = "one too few: the linearisation at step 0 counts too"
-    else:
-        hint = "updates happen at steps 0, K, 2K, ... below the number of steps: ceil(steps / K)"
-    return _report(False, f"wrong number of feature updates for {where}: got {got!r}", "hint: " + hint)
+    return _report(False, f"wrong number of feature updates for {where}: got {got!r}",
+                   "hint: " + updates_hint(n, want_n, K))
 
 
 def check_run_updates(fn: Callable, configs) -> bool:
