@@ -113,12 +113,17 @@ CHECKS = [
 
 @pytest.mark.parametrize("name, check, right, wrongs", CHECKS, ids=[c[0] for c in CHECKS])
 def test_exercise_checkers_pass_the_reference_and_explain_typical_mistakes(name, check, right, wrongs, capsys):
-    assert check(right) is True
+    assert_checker(name, check, right, wrongs, capsys)
+
+
+def assert_checker(name, check, right, wrongs, capsys):
+    """``check`` passes ``right`` with a tick, and fails each wrong answer with a cross and the hint ``says``."""
+    assert check(right) is True, capsys.readouterr().out
     assert "✔" in capsys.readouterr().out
     for wrong, says in wrongs:
         assert check(wrong) is False, (name, wrong)
         out = capsys.readouterr().out
-        assert "✘" in out and says in out, (name, out)
+        assert "✘" in out and says in out, (name, says, out)
 
 
 def test_the_random_alignment_is_the_mean_alignment_of_random_directions():
@@ -239,12 +244,7 @@ NEW_CHECKS = [
 
 @pytest.mark.parametrize("name, check, right, wrongs", NEW_CHECKS, ids=[c[0] for c in NEW_CHECKS])
 def test_issue44_checkers_pass_the_reference_and_explain_typical_mistakes(name, check, right, wrongs, capsys):
-    assert check(right) is True
-    assert "✔" in capsys.readouterr().out
-    for wrong, says in wrongs:
-        assert check(wrong) is False, (name, wrong)
-        out = capsys.readouterr().out
-        assert "✘" in out and says in out, (name, says, out)
+    assert_checker(name, check, right, wrongs, capsys)
 
 
 def test_check_init_kernel_refuses_parameters_away_from_initialisation(capsys):
@@ -346,12 +346,7 @@ ROUND2_CHECKS = [
 
 @pytest.mark.parametrize("name, check, right, wrongs", ROUND2_CHECKS, ids=[c[0] for c in ROUND2_CHECKS])
 def test_issue44_round2_checkers_pass_the_reference_and_explain_typical_mistakes(name, check, right, wrongs, capsys):
-    assert check(right) is True, capsys.readouterr().out
-    assert "✔" in capsys.readouterr().out
-    for wrong, says in wrongs:
-        assert check(wrong) is False, (name, wrong)
-        out = capsys.readouterr().out
-        assert "✘" in out and says in out, (name, says, out)
+    assert_checker(name, check, right, wrongs, capsys)
 
 
 def test_round2_test_problems_tell_the_mistakes_apart():
