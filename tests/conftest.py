@@ -11,16 +11,30 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 
+#: The notebooks in the order nbval starts them, longest first at `smoke` (as ``make test`` timed
+#: them on this 2-core machine: resnet_mnist about 200 s down to quintic_damping about 20 s), so
+#: that the worker which hands out the last notebook is not left running a long one while the book
+#: build on the other worker waits for it. A notebook missing here starts first (it may be long).
+SMOKE_SLOWEST_FIRST = ("resnet_mnist", "digits_cnn", "cifar_few_updates", "refresh_rules", "cifar_damping",
+                       "cifar_features", "mean_field_scaling", "mean_field_gn", "linearisation", "gauss_newton",
+                       "mean_field_images", "iterative_linearisation", "gradient_flow", "xor_features",
+                       "quintic_damping")
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """The notebooks (nbval) run first, the whole-book build (tests/test_book_build.py) next and
-    the unit tests last: under ``make test`` nbval hands each notebook it has executed to that
-    build (``conftest.py`` at the repository root), which waits until every notebook has run and
-    then only renders them. Under pytest-xdist (``-n auto --dist loadfile``) the build is handed
-    out right after the notebooks, so that it and its browser tests overlap the unit tests on the
-    other worker instead of running alone at the end."""
+    """The notebooks (nbval) run first, longest first (:data:`SMOKE_SLOWEST_FIRST`), the
+    whole-book build (tests/test_book_build.py) next and the unit tests last: under ``make test``
+    nbval hands each notebook it has executed to that build (``conftest.py`` at the repository
+    root), which waits until every notebook has run and then only renders them. Under
+    pytest-xdist (``-n auto --dist loadfile``) the build is handed out right after the notebooks,
+    so that it and its browser tests overlap the unit tests on the other worker instead of
+    running alone at the end."""
     def rank(item):
         if item.nodeid.startswith("tests/test_book_build.py"):
-            return 1
-        return 0 if item.nodeid.endswith(".ipynb") or ".ipynb::" in item.nodeid else 2
+            return (1, 0)
+        if item.nodeid.endswith(".ipynb") or ".ipynb::" in item.nodeid:
+            stem = item.nodeid.split(".ipynb")[0].rsplit("/", 1)[-1]
+            return (0, SMOKE_SLOWEST_FIRST.index(stem) + 1 if stem in SMOKE_SLOWEST_FIRST else 0)
+        return (2, 0)
 
     items.sort(key=rank)
