@@ -130,6 +130,30 @@ def k_text(K) -> str:
     return label if isinstance(K, str) else label[2:]
 
 
+def settings(cfg) -> str:
+    """A chapter's settings (a dataclass such as a preset's configuration) as a two-column table,
+    one field per line, for a notebook to print instead of the dataclass's one-line repr, which
+    runs off the page on a phone.
+
+    Example:
+      >>> import dataclasses
+      >>> @dataclasses.dataclass(frozen=True)
+      ... class Config:
+      ...     steps: int = 600
+      ...     Ks: tuple = (1, 100, None)
+      >>> print(settings(Config()))
+      steps  600
+      Ks     (1, 100, None)
+    """
+    import dataclasses
+
+    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
+        raise TypeError(f"cfg must be a dataclass instance (a chapter's settings), got {type(cfg).__name__}.")
+    fields = [(f.name, getattr(cfg, f.name)) for f in dataclasses.fields(cfg)]
+    width = max(len(name) for name, _ in fields)
+    return "\n".join(f"{name:<{width}}  {value!r}" for name, value in fields)
+
+
 def feature_updates(Ks, steps) -> np.ndarray:
     """Number of linearisations used up to each step, per K (a period or a rule spec), counted by
     :meth:`itlin_core.RelinRule.feature_updates`; shape ``(len(steps), len(Ks))``. A
