@@ -85,16 +85,10 @@ book: $(STAMP)
 # asserted by the tests; `make book` and the benchmarks compile as usual.
 TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true \
                   --xla_cpu_use_fusion_emitters=false
-# Two notebooks are the other way round (conftest.py, LONG_TRAINING_NOTEBOOKS): they train for
-# hundreds of steps, and machine code built at level 0 runs several times slower (measured there).
-# conftest.py hands these flags to those notebooks' kernels (ITLIN_NOTEBOOK_XLA_FLAGS); level 1
-# still compiles in about half the time of XLA's default level.
-NOTEBOOK_XLA_FLAGS ?= --xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true \
-                      --xla_cpu_use_fusion_emitters=false
 
 test: $(STAMP)
 	@rc=0; jcache=$$(mktemp -d); bookdir=$$(mktemp -d); \
-	XLA_FLAGS="$(TEST_XLA_FLAGS) $${XLA_FLAGS:-}" ITLIN_NOTEBOOK_XLA_FLAGS="$(NOTEBOOK_XLA_FLAGS) $${XLA_FLAGS:-}" \
+	XLA_FLAGS="$(TEST_XLA_FLAGS) $${XLA_FLAGS:-}" \
 	JAX_COMPILATION_CACHE_DIR=$$jcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2 ITLIN_TEST_BOOK_DIR=$$bookdir \
 	$(BLAS_ENV) JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off ITLIN_SLIDERS=static \
 	  $(VENV_PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider -n auto --dist loadfile --no-loadscope-reorder --durations=$${ITLIN_DURATIONS:-15} || rc=$$?; \

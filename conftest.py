@@ -34,36 +34,6 @@ def pytest_configure(config):
         execution.pin_to(execution.core_share(int(worker[2:]), int(count)))
 
 
-#: The notebooks whose time at `smoke` goes into running long trainings rather than compiling
-#: many small programs. Measured under nbval, each notebook alone at XLA optimisation level 0
-#: (make test's TEST_XLA_FLAGS) and at level 1 (NOTEBOOK_XLA_FLAGS), one after the other on this
-#: 2-core machine: refresh_rules 137 s against 72 s, digits_cnn 135 s against 80 s. Every other
-#: notebook took as long or longer at level 1 (resnet_mnist 205 s against 297 s, cifar_damping
-#: 97 s against 131 s, mean_field_scaling 74 s against 97 s).
-LONG_TRAINING_NOTEBOOKS = ("refresh_rules", "digits_cnn")
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
-    """The kernel of a notebook in :data:`LONG_TRAINING_NOTEBOOKS` (started while its first cell
-    is set up) gets the XLA flags in ``$ITLIN_NOTEBOOK_XLA_FLAGS`` when that is set (``make test``
-    sets it); everything else keeps ``$XLA_FLAGS``. The worker's own environment is restored
-    once the kernel has started."""
-    flags = os.environ.get("ITLIN_NOTEBOOK_XLA_FLAGS")
-    if flags is None or not _nbval_cell(item) or pathlib.Path(str(item.parent.fspath)).stem not in LONG_TRAINING_NOTEBOOKS:
-        yield
-        return
-    saved = os.environ.get("XLA_FLAGS")
-    os.environ["XLA_FLAGS"] = flags
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("XLA_FLAGS", None)
-        else:
-            os.environ["XLA_FLAGS"] = saved
-
-
 _cells = {}     # notebook path -> {cell index: outputs or None (failed/skipped)}
 _seconds = {}   # notebook path -> seconds spent in its cells
 
