@@ -38,15 +38,16 @@ def runs(preset: str) -> dict:
     """The run groups at ``preset`` (``smoke``, ``laptop``, ``colab`` or ``paper``)."""
     if preset == "laptop":
         # Why the laptop Fig. 10 rows stay unjudged. The largest curvature of the linearised
-        # cross-entropy at initialisation (:func:`itlin_core.max_curvature`, 20 power iterations, the
-        # first 256 images of a 1,000-image subset of the JPEG copy of CIFAR10, width 8), measured on
-        # this 2-core CPU on 2026-11-27: about 14,400 without BatchNorm, so SGD is stable on the first linearisation only
-        # below lr = 2 / 14,400 = 1.4e-4, fifty times below the 7e-3 of the laptop group (whose K = 100
-        # run diverged at step 201); about 22 with BatchNorm (2 / 22 = 0.09, above its 1e-2, whose runs
-        # stayed finite but reached only 35% training accuracy in 1,000 steps). A rate below 1.4e-4
-        # trains the plain ResNet far too slowly for a CPU recording, so Fig. 10 without BatchNorm is
-        # left to a GPU (colab) record. With BatchNorm there is room for a rate several times higher,
-        # on a subset small enough to fit within a CPU session: not recorded yet.
+        # cross-entropy at initialisation (:func:`itlin_core.max_curvature`, 20 power iterations,
+        # the first 256 images of a 1,000-image subset of the JPEG copy of CIFAR10, width 8),
+        # measured on this 2-core CPU on 2026-11-27: about 14,400 without BatchNorm, so SGD is
+        # stable on the first linearisation only below lr = 2 / 14,400 = 1.4e-4, fifty times below
+        # the 7e-3 of the laptop group (whose K = 100 run diverged at step 201); about 22 with
+        # BatchNorm (2 / 22 = 0.09, above its 1e-2, whose runs stayed finite but reached only 35%
+        # training accuracy in 1,000 steps). A rate below 1.4e-4 trains the plain ResNet far too
+        # slowly for a CPU recording, so Fig. 10 without BatchNorm is left to a GPU (colab) record.
+        # With BatchNorm there is room for a rate several times higher, on a subset small enough
+        # to fit within a CPU session: not recorded yet.
         # Fig. 10: the colab groups with c = 10 (lr x 10, K and steps / 10) at width 8 on 5,000 images
         resnet = dict(LAPTOP, width=8, n_train=5000, steps=1000, eval_every=100, Ks=(1, 100))
         high, low = LAPTOP_FIG1_LRS
