@@ -162,6 +162,27 @@ class RelinRule(NamedTuple):
             return f"K=1e{round(math.log10(period))}"
         return f"K={period}"
 
+    def describe(self) -> str:
+        """The rule in words, for legends, sliders and tables that a reader sees (``str`` is the
+        text :meth:`parse` reads back, which is for code and records): a fixed period reads
+        ``"K = 10"``, never ``"K = ∞"``, a geometric rule ``"geometric, K₀ = 10, ζ = 2"`` and a
+        drift rule ``"on drift, d̄ = 0.2"`` (with ``", K ≤ 500"`` when it has a longest period), in
+        the symbols of the chapter on refresh rules.
+
+        >>> import itlin_core as ic
+        >>> [ic.RelinRule.parse(s).describe() for s in ("K=1e3", "geometric(10, 2)", "on_drift(0.2)")]
+        ['K = 1,000', 'geometric, K₀ = 10, ζ = 2', 'on drift, d̄ = 0.2']
+        """
+        if np.ndim(self.period):
+            raise ValueError("describe() needs a single rule; index a stacked rule first.")
+        period, ratio, tol = (np.asarray(v).item() for v in self)
+        never = period >= K_NEVER
+        if math.isfinite(tol):
+            return f"on drift, d̄ = {tol:.3g}" + ("" if never else f", K ≤ {period:,}")
+        if ratio != 1:
+            return f"geometric, K₀ = {period:,}, ζ = {ratio:g}"
+        return "K = ∞" if never else f"K = {period:,}"
+
     def feature_updates(self, steps) -> np.ndarray:
         """The number of linearisations a run under this rule has used after each of ``steps``
         steps, the initial one included: ``ceil(t / K)`` (at least 1) for a fixed period, 1 for

@@ -278,3 +278,24 @@ def test_feature_updates_count_the_schedule(rule, steps):
 def test_a_drift_rule_has_no_count_in_advance():
     with pytest.raises(ValueError, match="depends on the run"):
         ic.on_drift(0.1).feature_updates([10])
+
+
+@pytest.mark.parametrize("rule, words", [
+    (ic.every(1), "K = 1"), (ic.every(20_000), "K = 20,000"), (ic.every(None), "K = ∞"),
+    (ic.geometric(10, 1.5), "geometric, K₀ = 10, ζ = 1.5"), (ic.on_drift(0.2), "on drift, d̄ = 0.2"),
+    (ic.on_drift(0.05, max_period=500), "on drift, d̄ = 0.05, K ≤ 500")])
+def test_a_rule_is_described_in_the_books_symbols(rule, words):
+    assert rule.describe() == words
+
+
+@settings(max_examples=40, deadline=None)
+@given(RULES, RULES)
+def test_two_rules_that_differ_are_described_differently(a, b):
+    """describe() loses nothing that tells two rules apart (the words are what a legend or a
+    slider shows)."""
+    assert (a.describe() == b.describe()) == (str(a) == str(b))
+
+
+def test_a_stacked_rule_is_described_one_rule_at_a_time():
+    with pytest.raises(ValueError, match="single rule"):
+        ic.stack_rules([ic.every(1), ic.every(2)]).describe()

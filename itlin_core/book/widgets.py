@@ -113,7 +113,8 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
                 caption: str = "") -> str:
     """The static parameter slider: ``frames_png[i]`` is shown for ``labels[i]``.
 
-    A range input with one step per value, the parameter's name and current value beside it,
+    A range input with one step per value, its current value ("name = value") beside it (the
+    name alone is a label for screen readers, hidden from view so that it is not shown twice),
     written tick labels under it (see :func:`_tick_positions`), previous/next buttons, and the
     frame, with ``caption`` (plain text) under it. Self-contained (no kernel, no external
     script); element ids are unique per call."""
@@ -135,7 +136,7 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
 <style>
 #{uid} .itlin-slider-row {{display: grid; grid-template-columns: auto minmax(8em, 1fr) auto; align-items: center; column-gap: 0.6em; row-gap: 0.2em; max-width: 40em;}}
 #{uid} .itlin-slider-head {{grid-column: 1 / -1; display: flex; flex-wrap: wrap; gap: 0.8em; align-items: baseline;}}
-#{uid} .itlin-slider-name {{font-weight: 600;}}
+#{uid} .itlin-slider-name {{position: absolute; width: 1px; height: 1px; margin: -1px; padding: 0; overflow: hidden; clip: rect(0, 0, 0, 0); white-space: nowrap; border: 0;}}
 #{uid} .itlin-slider-track {{position: relative; padding-bottom: 1.9em;}}
 #{uid} input[type=range] {{width: 100%; margin: 0;}}
 #{uid} .itlin-slider-tick {{position: absolute; top: 1.75em; transform: translateX(-50%); font-size: 0.8em; white-space: nowrap;}}
