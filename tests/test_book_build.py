@@ -276,6 +276,10 @@ def test_whole_book_builds_at_smoke_preset_without_warnings(smoke_book):
         assert 'id="checks"' not in text, f"{page.name}: the Checks block is shown to readers"
         visible = re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", " ", text, flags=re.S))
         assert not shorthand_in(visible), f"{page.name}: internal shorthand on the page: {shorthand_in(visible)}"
+    # the execution table says in words whether each notebook passed (book/_ext/itlin_html.py)
+    stats = (html / "book" / "execution_statistics.html").read_text()
+    assert stats.count(">passed<") >= len(execution.toc_notebooks(ROOT)), "execution table: a status not in words"
+    assert "\u2705" not in stats and "\u274c" not in stats
     glossary = (html / "book" / "glossary.html").read_text()
     for term in ["Lazy regime", "Truncated Gauss-Newton", "WCD", "Test-LRfit"]:
         assert re.search(rf'<dt id="term-[^"]*">{re.escape(term)}', glossary), f"glossary: no entry {term!r}"

@@ -28,6 +28,10 @@ from the registry as filename ``''``. The two do not compare equal, so both copi
 The duplicate of sphinx-thebe's ``const THEBE_JS_URL = ...`` then makes every page throw
 "SyntaxError: Identifier 'THEBE_JS_URL' has already been declared" in the browser.
 
+**Execution status in words.** myst-nb's execution table marks each notebook with an emoji
+(a green tick or a red cross), which a browser without an emoji font draws as an empty box;
+``ExecutionStatusInWords`` writes them as "passed" and "failed".
+
 **Measured costs.** The directive ``{itlin-measured-costs}`` writes the tables of measured GPU
 costs on the page "Running the chapters on a GPU" at build time, from the committed records and
 saved timings (``itlin_core.book.costs``), so that no time on that page is typed by hand.
@@ -43,7 +47,9 @@ import os
 import pathlib
 import shutil
 
+from docutils import nodes
 from sphinx.errors import ExtensionError
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
 #: What tex-mml-chtml.js needs beside itself (relative to MathJax's es5 folder).
@@ -145,6 +151,19 @@ def add_static_css(app):
     app.add_css_file("itlin.css")
 
 
+class ExecutionStatusInWords(SphinxPostTransform):
+    """The status column of myst-nb's execution table in words instead of emoji."""
+
+    default_priority = 9    # after myst-nb's ExecutionStatsPostTransform (8), which fills the table
+    WORDS = {"\u2705": "passed", "\u274c": "failed"}
+
+    def run(self, **kwargs) -> None:
+        for entry in self.document.findall(nodes.entry):
+            for text in list(entry.findall(nodes.Text)):
+                if text.astext().strip() in self.WORDS:
+                    text.parent.replace(text, nodes.Text(self.WORDS[text.astext().strip()]))
+
+
 class MeasuredCosts(SphinxDirective):
     """``{itlin-measured-costs}``: the GPU page's tables of measured costs, computed at build time
     from the committed records and saved timings (:func:`itlin_core.book.costs.costs_markdown`), so
@@ -170,6 +189,7 @@ class MeasuredCosts(SphinxDirective):
 
 def setup(app):
     app.add_directive("itlin-measured-costs", MeasuredCosts)
+    app.add_post_transform(ExecutionStatusInWords)
     # late priority: after extensions that add page-specific scripts in html-page-context
     app.connect("html-page-context", dedupe_scripts, priority=900)
     app.connect("config-inited", check_mathjax_path)
