@@ -41,3 +41,36 @@ def test_every_public_name_has_a_runnable_example():
     missing = [name for name in ic.__all__ if ">>>" not in (inspect.getdoc(getattr(ic, name)) or "")]
     assert not missing, f"public names without a runnable example: {missing}"
 
+
+
+def book_names_the_notebooks_call():
+    """``(module, name)`` for every function or class of the book layer that a chapter's code
+    calls as ``module.name`` (the modules a notebook imports from ``itlin_core.book``)."""
+    import inspect
+    import json
+    import re
+
+    found = set()
+    for path in sorted((ROOT / "book").glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        for module, name in re.findall(r"\b([a-z_]+)\.([A-Za-z_]\w*)\s*\(", code):
+            try:
+                obj = getattr(importlib.import_module(f"itlin_core.book.{module}"), name, None)
+            except ModuleNotFoundError:
+                continue
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                found.add((module, name))
+    return sorted(found)
+
+
+def test_every_book_name_a_notebook_calls_has_a_runnable_example():
+    """A reader who meets ``figure_data.write_figure_csv(...)`` in a chapter finds in its
+    docstring a short example that runs (test_docstring_examples_run runs it)."""
+    import inspect
+
+    names = book_names_the_notebooks_call()
+    assert len(names) > 50, names     # the scan found the chapters' calls
+    missing = [f"{m}.{n}" for m, n in names
+               if ">>>" not in (inspect.getdoc(getattr(importlib.import_module(f"itlin_core.book.{m}"), n)) or "")]
+    assert not missing, f"book-layer names a notebook calls without a runnable example: {missing}"

@@ -64,7 +64,12 @@ class Claim(NamedTuple):
 def tolerance(rec) -> float:
     """The accuracy difference (a fraction) below which two runs of a record count as equal: a
     percentage point, or twice the binomial standard error of one accuracy on the record's
-    evaluation images if that is larger (:func:`itlin_core.book.image_records.accuracy_noise_points`)."""
+    evaluation images if that is larger (:func:`itlin_core.book.image_records.accuracy_noise_points`).
+
+    Examples:
+      >>> tolerance({"n_eval": 10000}), tolerance({"n_eval": 100})   # 1 point; 2 x 5 points on 100 images
+      (0.01, 0.1)
+    """
     return max(1.0, 2 * accuracy_noise_points(int(rec["n_eval"]))) / 100
 
 
@@ -75,12 +80,23 @@ def pct(a) -> str:
 
 def largest_finite_k(rec) -> int:
     """The index of the run with the largest integer K of a record (the "large K" its claims are
-    about; rule specs and K = inf are not integers)."""
+    about; rule specs and K = inf are not integers).
+
+    Examples:
+      >>> largest_finite_k({"Ks": [1, 100, None, "geometric(10, 1.5)", 10]})
+      1
+    """
     return max((i for i, k in enumerate(rec["Ks"]) if isinstance(k, int)), key=lambda i: rec["Ks"][i])
 
 
 def final_accuracy(rec, metric: str = "test_accuracy_proxy") -> np.ndarray:
-    """The last evaluation's value of ``metric`` per run (the accuracy the papers' curves end at)."""
+    """The last evaluation's value of ``metric`` per run (the accuracy the papers' curves end at).
+
+    Examples:
+      >>> rec = {"metrics": {"test_accuracy_proxy": [[0.1, 0.1], [0.7, 0.5], [0.6, 0.5]]}}   # (evaluations, runs)
+      >>> final_accuracy(rec).tolist()
+      [0.6, 0.5]
+    """
     return np.asarray(rec["metrics"][metric], dtype=np.float64)[-1]
 
 
@@ -155,7 +171,14 @@ def judge(results, specs: Sequence[Claim]) -> list:
 
 def claims_markdown(rows) -> str:
     """A verdict table (:func:`judge`) as Markdown; the metric column is left out when the rows
-    name none (the toy chapters' tables, where one metric is stated in the text)."""
+    name none (the toy chapters' tables, where one metric is stated in the text).
+
+    Examples:
+      >>> print(claims_markdown([{"claim": "K=1 fits", "paper": "100%", "shows": "99.9%", "verdict": "yes"}]))
+      | claim | the paper reports | this record shows | reproduced here? |
+      | --- | --- | --- | --- |
+      | K=1 fits | 100% | 99.9% | yes |
+    """
     metric = bool(rows) and all("metric" in r for r in rows)
     head = "| claim |" + (" metric |" if metric else "") + " the paper reports | this record shows | reproduced here? |"
     lines = [head, "|" + " --- |" * (5 if metric else 4)]
@@ -166,7 +189,12 @@ def claims_markdown(rows) -> str:
 
 def verdict_counts(rows) -> dict:
     """``{"claims", "yes", "no", "unjudged"}``: how many rows there are and how many carry each kind
-    of verdict (the numbers a chapter glues into its sentence under the table)."""
+    of verdict (the numbers a chapter glues into its sentence under the table).
+
+    Examples:
+      >>> verdict_counts([{"verdict": "yes"}, {"verdict": "no"}, {"verdict": "unjudged (diverged)"}])
+      {'claims': 3, 'yes': 1, 'no': 1, 'unjudged': 1}
+    """
     n = {v: sum(r["verdict"] == v for r in rows) for v in ("yes", "no")}
     return dict(claims=len(rows), **n, unjudged=len(rows) - n["yes"] - n["no"])
 

@@ -46,7 +46,13 @@ def default_preset() -> str:
 
 def machine_line() -> str:
     """The machine a timing was taken on, in words: JAX's device, the processor, the number of CPU
-    cores and JAX's version (timings in the book are reported with it)."""
+    cores and JAX's version (timings in the book are reported with it).
+
+    Examples:
+      >>> line = machine_line()     # e.g. "cpu (cpu), x86_64, 2 CPU cores, jax 0.4.38": the machine's own
+      >>> isinstance(line, str), f"jax {jax.__version__}" in line, "CPU cores" in line
+      (True, True, True)
+    """
     import platform
     return (f"{jax.devices()[0].device_kind} ({jax.default_backend()}), "
             f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, jax {jax.__version__}")
@@ -57,6 +63,13 @@ def get_preset(preset: str | None = None) -> str:
     ``colab`` on a GPU and ``book`` without one).
 
     Raises ValueError for anything but ``smoke``, ``book``, ``laptop``, ``colab``, ``paper``.
+
+    Examples:
+      >>> get_preset(" Smoke"), get_preset() in PRESETS     # case and spaces ignored; no argument: the default
+      ('smoke', True)
+      >>> get_preset("fast")
+      Traceback (most recent call last):
+      ValueError: unknown preset 'fast': ITLIN_PRESET (or preset=) must be one of smoke, book, laptop, colab, paper.
     """
     name = preset if preset is not None else default_preset()
     name = str(name).strip().lower()
@@ -67,7 +80,14 @@ def get_preset(preset: str | None = None) -> str:
 
 
 def preset_line(preset: str) -> str:
-    """The line each chapter prints first: the preset in use, why, and how to change it."""
+    """The line each chapter prints first: the preset in use, why, and how to change it.
+
+    Examples:
+      >>> from unittest import mock
+      >>> with mock.patch.dict(os.environ, ITLIN_PRESET="smoke"):
+      ...     print(preset_line("smoke").split(";")[0], "|", preset_line("paper").split(";")[0])
+      preset: smoke (from $ITLIN_PRESET | preset: paper (chosen in the cell above
+    """
     env = os.environ.get("ITLIN_PRESET")
     if env is not None and get_preset(env) == preset:
         why = "from $ITLIN_PRESET"
@@ -119,7 +139,12 @@ def rule_family(K) -> str:
 
 def k_label(K) -> str:
     """``"K=1"``, ``"K=1e3"``, ``"K=∞"`` for legends; a rule spec as written: the text
-    :class:`itlin_core.RelinRule` prints."""
+    :class:`itlin_core.RelinRule` prints.
+
+    Examples:
+      >>> [k_label(K) for K in (1, 1000, 5000, None, "geometric(10, 1.5)")]
+      ['K=1', 'K=1e3', 'K=5000', 'K=∞', 'geometric(10, 1.5)']
+    """
     return str(parse_rule(K) if isinstance(K, str) else ic.RelinRule.parse(K))
 
 
@@ -158,7 +183,12 @@ def feature_updates(Ks, steps) -> np.ndarray:
     """Number of linearisations used up to each step, per K (a period or a rule spec), counted by
     :meth:`itlin_core.RelinRule.feature_updates`; shape ``(len(steps), len(Ks))``. A
     drift-triggered rule's count depends on the run, so an ``"on_drift(...)"`` spec raises
-    ValueError."""
+    ValueError.
+
+    Examples:
+      >>> feature_updates([1, 10, None], steps=[0, 10, 25]).tolist()    # K = 1, K = 10, K = inf
+      [[1, 1, 1], [10, 1, 1], [25, 3, 1]]
+    """
     t = np.asarray(steps, dtype=np.int64).reshape(-1)
     cols = [(parse_rule(k) if isinstance(k, str) else ic.RelinRule.parse(k)).feature_updates(t) for k in Ks]
     return np.stack(cols, axis=1) if cols else np.zeros((len(t), 0), np.int64)
@@ -177,7 +207,12 @@ def glue(name: str, value):
     values are glued: the sentences around them are written by hand in the Markdown cells, and
     a comparison they make is asserted by a check cell. So the rendered text always matches the
     run at the preset it was built with. Where myst-nb is not installed (Colab), the value is not
-    stored anywhere and nothing happens. Returns ``value``."""
+    stored anywhere and nothing happens. Returns ``value``.
+
+    Examples:
+      >>> glue("best_k", "K=10")      # stored for {glue:text}`best_k`; outside a notebook nothing is shown
+      'K=10'
+    """
     try:
         from myst_nb import glue as _glue
     except ImportError:

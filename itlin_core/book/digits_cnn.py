@@ -66,13 +66,28 @@ DIGITS = {
 
 
 def digits_config(preset: str | None = None) -> DigitsConfig:
+    """The preset's :class:`DigitsConfig` (:func:`~itlin_core.book.common.per_preset`).
+
+    Examples:
+      >>> cfg = digits_config("smoke")
+      >>> cfg.steps, cfg.Ks, cfg.n_test, cfg.scaling_sizes
+      (600, (1, 100, None), 497, (100, 400))
+    """
     return per_preset(DIGITS, preset)
 
 
 def digits_data(cfg: DigitsConfig) -> dict:
     """The preprocessed digits (NHWC float32, ``(N, 8, 8, 1)``) with integer labels:
     ``x_train, y_train`` (the training pool, in a fixed random order, so the first ``n`` are a
-    random subset of size ``n``), ``x_test, y_test``, and the ``mean``/``std`` used."""
+    random subset of size ``n``), ``x_test, y_test``, and the ``mean``/``std`` used.
+
+    Examples:
+      >>> data = digits_data(digits_config("smoke"))
+      >>> data["x_train"].shape, data["x_test"].shape, data["y_test"].dtype
+      ((1300, 8, 8, 1), (497, 8, 8, 1), dtype('int32'))
+      >>> abs(float(data["x_train"].mean())) < 1e-3, round(data["mean"], 2)
+      (True, 0.31)
+    """
     try:
         from sklearn.datasets import load_digits  # the images ship inside scikit-learn
     except ImportError:
@@ -103,7 +118,19 @@ def run_digits_sweep(cfg: DigitsConfig, Ks: Sequence | None = None, progress=Non
     and ``Ks``, ``feature_updates``, ``n_params``, the final ``state`` (stacked over K), the
     initial ``params0``, the ``model`` and the ``data``. ``optimizer`` (default: the configuration's
     SGD) and ``dampings`` (one proximal weight, or one per K) as for
-    :func:`itlin_core.make_il_sweep_step`; ``probes=False`` leaves the linear probes out."""
+    :func:`itlin_core.make_il_sweep_step`; ``probes=False`` leaves the linear probes out.
+
+    Examples:
+      Two steps of a tiny CNN on random stand-in images (the chapter: ``run_digits_sweep(cfg)``):
+
+      >>> x, y = jax.random.normal(jax.random.key(0), (16, 8, 8, 1)), jnp.arange(16) % 10
+      >>> data = {"x_train": x, "y_train": y, "x_test": x[:8], "y_test": y[:8]}
+      >>> cfg = dataclasses.replace(digits_config("smoke"), steps=2, eval_every=2, channels=(2, 2), dense=4,
+      ...                           batch_size=8, probe_train=8)
+      >>> h = run_digits_sweep(cfg, Ks=(1, None), progress="off", data=data)
+      >>> h["test_accuracy_proxy"].shape, h["probe2_test_accuracy"].shape, h["feature_updates"].tolist()
+      ((2, 2), (2, 2), [2, 1])
+    """
     Ks = tuple(cfg.Ks if Ks is None else Ks)
     data = digits_data(cfg) if data is None else data
     model = ic.small_cnn(10, (8, 8, 1), cfg.channels, cfg.dense)
@@ -139,7 +166,19 @@ def run_digits_scaling(cfg: DigitsConfig, progress=None, data: dict | None = Non
     vmapped program per size) for ``scaling_steps`` steps. Returns ``sizes``, ``Ks`` and arrays
     ``(sizes, Ks)``: ``final_test_accuracy`` and ``best_test_accuracy`` (over the evaluations,
     the paper's "optimal early stopping") of the model being trained (the proxy), and
-    ``final_train_accuracy``."""
+    ``final_train_accuracy``.
+
+    Examples:
+      One size, two steps, of a tiny CNN on random stand-in images (the chapter: ``run_digits_scaling(cfg)``):
+
+      >>> x, y = jax.random.normal(jax.random.key(0), (16, 8, 8, 1)), jnp.arange(16) % 10
+      >>> data = {"x_train": x, "y_train": y, "x_test": x[:8], "y_test": y[:8]}
+      >>> cfg = dataclasses.replace(digits_config("smoke"), scaling_sizes=(16,), scaling_Ks=(1, None),
+      ...                           scaling_steps=2, channels=(2, 2), dense=4, batch_size=8)
+      >>> s = run_digits_scaling(cfg, progress="off", data=data)
+      >>> s["sizes"].tolist(), s["Ks"], s["best_test_accuracy"].shape
+      ([16], (1, None), (1, 2))
+    """
     data = digits_data(cfg) if data is None else data
     Ks = tuple(cfg.scaling_Ks)
     rows = {"final_test_accuracy": [], "best_test_accuracy": [], "final_train_accuracy": []}
@@ -167,7 +206,20 @@ def run_digits_damping(cfg: DigitsConfig, progress=None, data: dict | None = Non
     proximal weight of ``cfg.dampings`` (the first of which, 0, is Fig. 8's "solve each
     linearisation" run). Returns the :func:`run_digits_sweep` history with ``dampings`` (one per
     run) and ``solved``: for each run with K = ``solve_K``, the proxy's training accuracy at the
-    last evaluation inside each linearisation (how far each was solved)."""
+    last evaluation inside each linearisation (how far each was solved).
+
+    Examples:
+      Four steps of a tiny CNN on random stand-in images, ``solve_K = 2`` (the chapter:
+      ``run_digits_damping(cfg)``):
+
+      >>> x, y = jax.random.normal(jax.random.key(0), (16, 8, 8, 1)), jnp.arange(16) % 10
+      >>> data = {"x_train": x, "y_train": y, "x_test": x[:8], "y_test": y[:8]}
+      >>> cfg = dataclasses.replace(digits_config("smoke"), steps=4, eval_every=1, solve_K=2, dampings=(0.0, 1.0),
+      ...                           channels=(2, 2), dense=4, batch_size=8)
+      >>> h = run_digits_damping(cfg, progress="off", data=data)
+      >>> h["Ks"], h["dampings"].tolist(), h["solved"].shape     # solved: (runs with K = solve_K, linearisations)
+      ((1, 2, 2), [0.0, 0.0, 1.0], (2, 2))
+    """
     Ks = (1,) + (cfg.solve_K,) * len(cfg.dampings)
     lams = (0.0,) + tuple(float(v) for v in cfg.dampings)
     # no linear probes: they are not needed here, and their batched solves over these six runs
@@ -190,7 +242,18 @@ def damping_claims(cfg: DigitsConfig, sgd: dict, damp: dict) -> tuple:
     over the evaluations; two accuracies are equal within a point or twice the binomial standard
     error on ``cfg.n_test`` images. ``sgd`` is :func:`run_digits_sweep`'s history (its K = 1 run),
     ``damp`` :func:`run_digits_damping`'s. Returns ``(markdown table, rows)``, rows as
-    :func:`itlin_core.book.claims.judge` makes them."""
+    :func:`itlin_core.book.claims.judge` makes them.
+
+    Examples:
+      >>> sgd = {"Ks": (1, None), "test_accuracy_network": np.array([[0.5, 0.5], [0.9, 0.6]])}
+      >>> damp = {"dampings": np.array([0.0, 0.0, 1.0]), "solved": np.array([[0.97, 1.0], [0.9, 0.95]]),
+      ...         "test_accuracy_network": np.array([[0.5, 0.5, 0.5], [0.72, 0.7, 0.85]])}
+      >>> table, rows = damping_claims(digits_config("smoke"), sgd, damp)
+      >>> [r["verdict"] for r in rows]
+      ['yes', 'yes', 'no', 'yes']
+      >>> rows[3]["shows"]
+      'λ=0: 70.0%, λ=1: 85.0% (equal within 4.5)'
+    """
     tol = tolerance({"n_eval": cfg.n_test})
     best = np.asarray(damp["test_accuracy_network"]).max(axis=0)
     sgd_best = float(np.asarray(sgd["test_accuracy_network"])[:, list(sgd["Ks"]).index(1)].max())

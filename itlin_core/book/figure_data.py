@@ -120,7 +120,20 @@ def write_figure_csv(results, groups, name: str, folder=FOLDER, overwrite: bool 
     leaves the previous file whole. An existing file is replaced only if this writer made it (its
     first line is a figure table's header; an empty file, or one cut short after that line,
     counts as ours);
-    anything else raises ValueError and is left as it is, unless ``overwrite=True``."""
+    anything else raises ValueError and is left as it is, unless ``overwrite=True``.
+
+    Examples:
+      >>> import tempfile
+      >>> rec = {"labels": ["K=10"], "Ks": [10], "dampings": [0.0], "eval_step": [0, 20],
+      ...        "feature_updates": np.array([[1], [2]]), "metrics": {"test_accuracy_proxy": np.array([[0.1], [0.25]])}}
+      >>> path = write_figure_csv({"fig2": rec}, ["fig2", "fig3"], "fig-2", folder=tempfile.mkdtemp())  # no fig3
+      >>> path.name
+      'fig-2.csv'
+      >>> print(path.read_text(), end="")
+      group,run,K,damping,step,feature_updates,test_accuracy_proxy
+      fig2,K=10,10,0,0,1,0.1
+      fig2,K=10,10,0,20,2,0.25
+    """
     header, rows = figure_rows(results, list(groups))
     return _write_atomic(Path(folder) / f"{_check_name(name)}.csv", header, rows, overwrite)
 
@@ -129,7 +142,19 @@ def write_filters_csv(rec, name: str, folder=FOLDER, overwrite: bool = False) ->
     """Write the first-layer filters a record kept (``rec["filters"]``, shape (evaluations, runs,
     height, width, channels, filters)) to ``<folder>/<name>.csv``, one row per weight; a record
     without filters (or ``None``) gives the header only. Written, and an existing file replaced,
-    as by :func:`write_figure_csv` (the header that marks the file as ours: :data:`FILTER_COLUMNS`)."""
+    as by :func:`write_figure_csv` (the header that marks the file as ours: :data:`FILTER_COLUMNS`).
+
+    Examples:
+      >>> import tempfile
+      >>> folder = tempfile.mkdtemp()
+      >>> rec = {"labels": ["K=1"], "eval_step": [0, 10], "filters": np.array([0.0, 0.5]).reshape(2, 1, 1, 1, 1, 1)}
+      >>> print(write_filters_csv(rec, "filters", folder=folder).read_text(), end="")
+      run,step,filter,row,column,channel,weight
+      K=1,0,0,0,0,0,0
+      K=1,10,0,0,0,0,0.5
+      >>> write_filters_csv(None, "no-filters", folder=folder).read_text().splitlines()   # the header only
+      ['run,step,filter,row,column,channel,weight']
+    """
     header = list(FILTER_COLUMNS)
     rows = []
     if rec is not None and "filters" in rec:

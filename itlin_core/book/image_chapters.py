@@ -1,19 +1,15 @@
-r"""The four image chapters as one table: their run groups per preset, running and recording a
-chapter, and what every image chapter notebook shows (the scale table, the source of its
-curves, the round-trip check).
+r"""The four image chapters as one table: their run groups per preset, running and recording a chapter, and what every
+image chapter notebook shows (the scale table, the source of its curves, the round-trip check).
 
-Each chapter module (``cifar_few_updates``, ``cifar_features``, ``cifar_damping``,
-``resnet_mnist``) has ``runs(preset) -> {group name: ImageRunConfig}``, built from the shared
-settings of :mod:`itlin_core.book.image_settings` (this module imports the chapter modules;
-they never import it). Every number the papers
-give is used at the ``paper`` preset; where a setting is not in our copy of the papers (several
-learning rates were only in figure captions), the chapter module's comments say what we chose.
-The ``colab`` preset follows the rule Goldwaser and Ge use for their Fig. 11
-(:func:`~itlin_core.book.image_settings.scaled`):
-multiplying the learning rate by ``c`` and dividing ``K`` and the number of steps by ``c`` keeps
-``lr * K`` (how far one linearisation is trained) and ``lr * steps`` (the training time) fixed;
-it also trains on a subset where the figure allows. The ``smoke`` preset runs the same code on
-tiny models and in-format stand-in data.
+Each chapter module (``cifar_few_updates``, ``cifar_features``, ``cifar_damping``, ``resnet_mnist``) has
+``runs(preset) -> {group name: ImageRunConfig}``, built from the shared settings of
+:mod:`itlin_core.book.image_settings` (this module imports the chapter modules; they never import it). Every number
+the papers give is used at the ``paper`` preset; where a setting is not in our copy of the papers (several learning
+rates were only in figure captions), the chapter module's comments say what we chose. The ``colab`` preset follows the
+rule Goldwaser and Ge use for their Fig. 11 (:func:`~itlin_core.book.image_settings.scaled`): multiplying the learning
+rate by ``c`` and dividing ``K`` and the number of steps by ``c`` keeps ``lr * K`` (how far one linearisation is
+trained) and ``lr * steps`` (the training time) fixed; it also trains on a subset where the figure allows. The
+``smoke`` preset runs the same code on tiny models and in-format stand-in data.
 """
 
 from __future__ import annotations
@@ -40,11 +36,18 @@ MODULES = {"cifar_few_updates": cifar_few_updates, "cifar_features": cifar_featu
 CHAPTERS = tuple(MODULES)
 
 
-
 def shown_preset(chapter: str, preset: str | None = None) -> str:
     """The preset whose settings a chapter shows: ``preset`` itself, except at ``book`` (which
     trains nothing), where it is the preset of the recorded result the chapter plots
-    (:data:`RECORDED_PRESETS`, the larger scale first), or ``colab`` when none is recorded."""
+    (:data:`RECORDED_PRESETS`, the larger scale first), or ``colab`` when none is recorded.
+
+    Examples:
+      >>> import os
+      >>> from unittest import mock
+      >>> with mock.patch.dict(os.environ, ITLIN_RESULTS_DIR=tempfile.mkdtemp()):   # no record there
+      ...     shown_preset("cifar_few_updates", "smoke"), shown_preset("cifar_few_updates", "book")
+      ('smoke', 'colab')
+    """
     preset = get_preset(preset)
     if preset != "book":
         return preset
@@ -57,6 +60,11 @@ def run_groups(chapter: str, preset: str | None = None) -> dict:
 
     Raises:
       ValueError: an unknown chapter, or ``laptop`` for a chapter without laptop-scale groups.
+
+    Examples:
+      >>> groups = run_groups("cifar_few_updates", "smoke")
+      >>> list(groups), groups["fig2"].Ks
+      (['fig2', 'fig3', 'fig3_inf', 'fig3_tgn', 'fig11_full', 'fig11_mini', 'fig3_rules'], (1, 20))
     """
     if chapter not in CHAPTERS:
         raise ValueError(f"unknown chapter {chapter!r}; the image chapters are {', '.join(CHAPTERS)}.")
@@ -98,7 +106,14 @@ def scale_table(chapter: str, preset: str = "colab") -> list:
 
 
 def scale_table_markdown(chapter: str, preset: str = "colab") -> str:
-    """:func:`scale_table` as a Markdown table (``display(Markdown(...))`` in a notebook)."""
+    """:func:`scale_table` as a Markdown table (``display(Markdown(...))`` in a notebook).
+
+    Examples:
+      >>> for line in scale_table_markdown("cifar_few_updates").splitlines()[:3]: print(line)
+      | run group | setting | colab | paper |
+      | --- | --- | --- | --- |
+      | `fig2` | steps | 60,000 | 60,000,000 |
+    """
     lines = [f"| run group | setting | {preset} | paper |", "| --- | --- | --- | --- |"]
     lines += [f"| `{run}` | {field} | {format_setting(field, a)} | {format_setting(field, b)} |"
               for run, field, a, b in scale_table(chapter, preset)]
@@ -121,7 +136,12 @@ def follows_rule(colab: ImageRunConfig, paper: ImageRunConfig) -> bool:
 def rule_table(chapter: str, preset: str = "colab") -> str:
     """For each run group of ``chapter``, how its colab settings relate to the paper's: whether
     they follow the rule of :func:`scaled`, the ratios of learning rates, steps and largest finite
-    K, the training time ``lr * steps`` and ``lr * K`` of every run (``inf`` for K = inf)."""
+    K, the training time ``lr * steps`` and ``lr * K`` of every run (``inf`` for K = inf).
+
+    Examples:
+      >>> [line.split()[:2] for line in rule_table("cifar_few_updates").splitlines()[:2]]   # header, fig2
+      [['run', 'group'], ['fig2', 'yes']]
+    """
     colab, paper = run_groups(chapter, preset), run_groups(chapter, "paper")
     big = lambda cfg: max((k for k in cfg.Ks if k is not None and not isinstance(k, str)), default=None)
     lrk = lambda cfg: ", ".join("inf" if k is None else k if isinstance(k, str) else f"{cfg.lr * k:.3g}"
@@ -238,7 +258,14 @@ def cost_line(rec: dict) -> str:
 
 def provenance(record_or_results, preset: str | None = None) -> str:
     """One line saying where the plotted numbers come from: a recorded colab/paper run (with its
-    device and date), or a smoke run on stand-in data that is *not* CIFAR10 or MNIST."""
+    device and date), or a smoke run on stand-in data that is *not* CIFAR10 or MNIST.
+
+    Examples:
+      >>> provenance({"fig2": {"stand_in": True}}, "smoke")
+      'smoke run on in-format stand-in data: not CIFAR10/MNIST results'
+      >>> provenance({"preset": "colab", "data": {}, "device": {"device_kind": "NVIDIA H100"}, "created": "2025-05-01"})
+      'recorded colab run on NVIDIA H100, 2025-05-01'
+    """
     if isinstance(record_or_results, dict) and "data" in record_or_results and "preset" in record_or_results:
         r = record_or_results
         dev = r.get("device", {}).get("device_kind", "unknown device")
@@ -257,7 +284,19 @@ def chapter_results(chapter: str, preset: str | None = None):
     """``(results, source)`` for a chapter notebook: at ``book`` the recorded colab/paper result
     (``(None, None)`` when none is recorded); otherwise the chapter trained now
     (:func:`run_chapter`), and at ``colab``/``paper`` on real data also recorded
-    (:func:`~itlin_core.book.records.save_results`)."""
+    (:func:`~itlin_core.book.records.save_results`).
+
+    Examples:
+      At ``smoke`` it trains every group of the chapter (minutes); here it plots a record saved just before:
+
+      >>> import os
+      >>> from unittest import mock
+      >>> with mock.patch.dict(os.environ, ITLIN_RESULTS_DIR=tempfile.mkdtemp()):
+      ...     _ = save_results("cifar_few_updates", "colab", {"fig2": {"seconds": 60.0}}, seed=0)
+      ...     results, source = chapter_results("cifar_few_updates", "book")
+      >>> list(results), source.startswith("recorded colab run on ")
+      (['fig2'], True)
+    """
     preset = get_preset(preset)
     if preset == "book":
         record = load_results(chapter, RECORDED_PRESETS)
@@ -269,10 +308,14 @@ def chapter_results(chapter: str, preset: str | None = None):
 
 
 def computed_on(chapter: str, preset: str | None = None) -> str:
-    """The JAX platform (``"cpu"``, ``"gpu"``, ...) that computed the results a chapter shows at
-    ``preset``: at ``book`` the recorded run's device, otherwise the one training now. Check cells
-    pass ``exact=computed_on(...) == "cpu"`` to
-    :func:`~itlin_core.book.image_records.check_record`."""
+    """The JAX platform (``"cpu"``, ``"gpu"``, ...) that computed the results a chapter shows at ``preset``: at
+    ``book`` the recorded run's device, otherwise the one training now. Check cells pass ``exact=computed_on(...) ==
+    "cpu"`` to :func:`~itlin_core.book.image_records.check_record`.
+
+    Examples:
+      >>> computed_on("cifar_few_updates", "smoke") == jax.default_backend()    # trained here and now
+      True
+    """
     preset = get_preset(preset)
     if preset == "book":
         record = load_results(chapter, RECORDED_PRESETS)
@@ -283,7 +326,17 @@ def computed_on(chapter: str, preset: str | None = None) -> str:
 
 def results_summary(chapter: str, results, source) -> str:
     """What a chapter prints about its curves: their source and each group's size and cost, or
-    how to produce a record when there is none."""
+    how to produce a record when there is none.
+
+    Examples:
+      >>> rec = {"labels": ["K=1", "K=20"], "diverged_at": [None, None], "n_params": 1234, "n_train": 512,
+      ...        "n_eval": 64, "seconds": 12.0, "eval_step": [0, 40], "steps_per_second": 3.3}
+      >>> for line in results_summary("cifar_few_updates", {"fig2": rec}, "smoke run").splitlines()[:2]: print(line)
+      source: smoke run
+      fig2             2 run(s), 1,234 parameters, 512 training images, 64 evaluated; 12 s (3.3 steps/s)
+      >>> results_summary("cifar_few_updates", None, None).startswith("No laptop, colab or paper result")
+      True
+    """
     if results is None:
         return (f"No laptop, colab or paper result of '{chapter}' has been recorded yet, so the figures below are "
                 "not shown.\nTo produce one, run this notebook on a GPU with ITLIN_PRESET=colab, or record it "
@@ -304,7 +357,13 @@ def results_summary(chapter: str, results, source) -> str:
 def recorded_numbers(results) -> dict:
     """The numbers a chapter's note on scale glues (``results`` from :func:`chapter_results`):
     ``groups`` (run groups shown; 0 when nothing is recorded), ``minutes`` (their training time
-    in all) and ``stand_in`` (how many of them trained on stand-in images, as at ``smoke``)."""
+    in all) and ``stand_in`` (how many of them trained on stand-in images, as at ``smoke``).
+
+    Examples:
+      >>> rec = {"seconds": 90.0, "stand_in": True}
+      >>> recorded_numbers({"fig2": rec, "fig3": dict(rec, stand_in=False)}), recorded_numbers(None)
+      ({'groups': 2, 'minutes': 3.0, 'stand_in': 1}, {'groups': 0, 'minutes': 0.0, 'stand_in': 0})
+    """
     results = results or {}
     return {"groups": len(results),
             "minutes": sum(float(r["seconds"]) for r in results.values()) / 60,
@@ -313,7 +372,13 @@ def recorded_numbers(results) -> dict:
 
 def survives_round_trip(chapter: str, results) -> bool:
     """Whether ``results`` come back unchanged from a save/load round trip through a results file
-    (in a temporary directory)."""
+    (in a temporary directory).
+
+    Examples:
+      >>> import numpy as np
+      >>> survives_round_trip("cifar_few_updates", {"fig2": {"acc": np.array([0.5, np.nan]), "Ks": [1, None]}})
+      True
+    """
     with tempfile.TemporaryDirectory() as tmp:
         save_results(chapter, "smoke", results, seed=0, results_dir=tmp)
         back = load_results(chapter, preferred=("smoke",), results_dir=tmp)["data"]

@@ -97,7 +97,13 @@ def summarise(hist: dict) -> dict:
 
 def best_accuracy(record: dict, metric: str = "test_accuracy_proxy") -> np.ndarray:
     """Optimal early stopping (Goldwaser and Ge, App. C.2.1, Figs. 3 and 4): the best value of ``metric``
-    over a record's evaluations, per run (NaN evaluations ignored)."""
+    over a record's evaluations, per run (NaN evaluations ignored).
+
+    Examples:
+      >>> acc = np.array([[0.1, 0.1], [0.5, 0.3], [0.4, np.nan]])     # (evaluations, runs); run 2 diverged
+      >>> best_accuracy({"metrics": {"test_accuracy_proxy": acc}}).tolist()
+      [0.5, 0.3]
+    """
     a = np.asarray(record["metrics"][metric], dtype=np.float64)
     with np.errstate(all="ignore"):
         return np.where(np.isfinite(a).any(axis=0), np.nanmax(np.where(np.isfinite(a), a, -np.inf), axis=0), np.nan)
@@ -106,7 +112,12 @@ def best_accuracy(record: dict, metric: str = "test_accuracy_proxy") -> np.ndarr
 def accuracy_noise_points(n_eval: int) -> float:
     """The binomial standard error of a test accuracy measured on ``n_eval`` images, at its
     largest (accuracy 1/2), in percentage points: ``100 * sqrt(1/4 / n_eval)``. Two runs of one
-    seed whose accuracies differ by less than about twice this are within noise."""
+    seed whose accuracies differ by less than about twice this are within noise.
+
+    Examples:
+      >>> accuracy_noise_points(10000), accuracy_noise_points(100)
+      (0.5, 5.0)
+    """
     if not isinstance(n_eval, (int, np.integer)) or isinstance(n_eval, bool) or n_eval < 1:
         raise ValueError(f"n_eval (the number of test images evaluated) must be an integer >= 1, got {n_eval!r}.")
     return 100.0 * float(np.sqrt(0.25 / n_eval))
@@ -114,7 +125,13 @@ def accuracy_noise_points(n_eval: int) -> float:
 
 def settings_markdown(groups: dict) -> str:
     """The run groups of a chapter (``{name: ImageRunConfig}``) as a Markdown table, one row per
-    group: the table of typed settings a chapter notebook displays."""
+    group: the table of typed settings a chapter notebook displays.
+
+    Examples:
+      >>> cfg = ImageRunConfig("cifar10", "lenet50", steps=4000, eval_every=100, Ks=(1, 20, None), lr=0.02)
+      >>> print(settings_markdown({"fig2": cfg}).splitlines()[-1])
+      | `fig2` | lenet50 | sgd | 0.02 | 256 | all | 1, 20, ∞ | 0 | 4,000 | 100 on 10,000 test images |
+    """
     lines = ["| group | model | optimiser | lr | batch | training images | K | λ | steps | evaluated every |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, cfg in groups.items():
@@ -211,7 +228,20 @@ def check_record(name: str, rec: dict, smoke: bool = False, exact: bool = True) 
     kernels. On a GPU the two may run different kernels (and JAX's default precision gives float32
     matrix products TF32 inputs on Ampere and later GPUs), so records computed there are checked
     with ``exact=False``: equal up to float rounding (:data:`ANCHOR_RTOL`, :data:`ANCHOR_FLIPS`).
-    :func:`itlin_core.book.image_chapters.computed_on` says where a chapter's results came from."""
+    :func:`itlin_core.book.image_chapters.computed_on` says where a chapter's results came from.
+
+    Examples:
+      >>> acc, loss = np.array([[0.1], [0.5], [0.8]]), np.array([[2.3], [1.5], [0.9]])   # one run, K = 1
+      >>> rec = {"eval_step": np.array([0, 5, 10]), "Ks": [1], "feature_updates": np.array([[1], [5], [10]]),
+      ...        "diverged_at": [None], "train_loss": np.array([[1.9], [1.2]]),
+      ...        "metrics": {f"{s}_{m}_{w}": acc if m == "accuracy" else loss for s in ("test", "train")
+      ...                    for m in ("accuracy", "loss") for w in ("network", "proxy")}}
+      >>> check_record("fig2", rec, smoke=True)      # passes silently
+      >>> rec["feature_updates"] = np.array([[1], [1], [1]])      # not ceil(step / K)
+      >>> check_record("fig2", rec)
+      Traceback (most recent call last):
+      AssertionError: ('fig2', 1)
+    """
     steps, m = np.asarray(rec["eval_step"]), rec["metrics"]
     if steps[0] == 0:   # every run of a group starts from the same initialisation
         for key, a in m.items():

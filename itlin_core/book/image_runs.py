@@ -1,17 +1,15 @@
 r"""Image-classification run groups on CIFAR10 and MNIST (Goldwaser and Ge, and their workshop paper).
 
-One :class:`ImageRunConfig` describes a group of runs that share data, model, optimiser and
-step count and differ only in the relinearisation period ``K`` (and optionally the proximal
-damping ``lambda``, their Fig. 9 bottom); :func:`run_images` trains the whole group as **one
-compiled program** (:func:`itlin_core.make_il_sweep_step`, a ``vmap`` over runs inside
-``lax.scan``), evaluates the network and its linearised proxy (their Fig. 2 plots both),
-optional linear probes (Fig. 5), first-layer filters (Fig. 6) and the curvature of each
-linearisation, and checkpoints and resumes bit for bit (:func:`itlin_core.train`).
+One :class:`ImageRunConfig` describes a group of runs that share data, model, optimiser and step count and differ
+only in the relinearisation period ``K`` (and optionally the proximal damping ``lambda``, their Fig. 9 bottom);
+:func:`run_images` trains the whole group as **one compiled program** (:func:`itlin_core.make_il_sweep_step`, a
+``vmap`` over runs inside ``lax.scan``), evaluates the network and its linearised proxy (their Fig. 2 plots both),
+optional linear probes (Fig. 5), first-layer filters (Fig. 6) and the curvature of each linearisation, and
+checkpoints and resumes bit for bit (:func:`itlin_core.train`).
 
-Losses are the mean softmax cross-entropy over the batch (softmax outside the linearisation),
-evaluated on ``n_eval`` test images and as many (un-augmented) training images, in chunks of
-``eval_batch``. At the ``smoke`` preset the same code runs on in-format stand-in data
-(:func:`itlin_core.datasets.write_stand_in`): never a CIFAR10 or MNIST result.
+Losses are the mean softmax cross-entropy over the batch (softmax outside the linearisation), evaluated on ``n_eval``
+test images and as many (un-augmented) training images, in chunks of ``eval_batch``. At the ``smoke`` preset the same
+code runs on in-format stand-in data (:func:`itlin_core.datasets.write_stand_in`): never a CIFAR10 or MNIST result.
 """
 
 from __future__ import annotations
@@ -49,34 +47,34 @@ class ImageRunConfig:
       model: ``"lenet50"`` (Goldwaser and Ge, App. C.2.1), ``"resnet18"`` or ``"resnet18_bn"`` (Fig. 10).
       steps, eval_every: training steps, and steps between evaluations.
       lr: the learning rate of ``optimizer`` (``"sgd"``: plain SGD; ``"adam"``: optax's Adam).
-      Ks: one run per relinearisation period (``None`` = never relinearise, K = inf) or rule, a
-        text spec ``"geometric(K0, ratio)"`` or ``"on_drift(tol)"``
-        (:func:`itlin_core.book.common.parse_rule`; the refresh-rule chapter's rules at scale).
-      drift_every: drift-triggered rules measure the drift at every ``drift_every``-th step
-        (:func:`itlin_core.make_il_sweep_step`).
-      dampings: the proximal weight ``lambda`` (``lambda/2 ||theta - theta_s||^2`` added to the
-        linearised loss); one value for all runs, or one per entry of ``Ks`` (then ``Ks`` may be
-        a single value, repeated).
+      Ks: one run per relinearisation period (``None``: never, K = inf) or rule, a text spec ``"geometric(K0, ratio)"``
+        or ``"on_drift(tol)"`` (:func:`~itlin_core.book.common.parse_rule`; the refresh-rule chapter's rules at scale).
+      drift_every: drift rules measure the drift every ``drift_every``-th step (:func:`itlin_core.make_il_sweep_step`).
+      dampings: the proximal weight ``lambda`` (``lambda/2 ||theta - theta_s||^2`` added to the linearised
+        loss); one value for all runs, or one per entry of ``Ks`` (then ``Ks`` may be one value, repeated).
       batch_size: minibatch size; ``None`` is full-batch gradient descent.
-      microbatch: accumulate each step's gradient over chunks of this many images, the same step
-        in less memory (:func:`itlin_core.linearised_value_and_grad`); ``None``: the batch at
-        once. Not with ``resnet18_bn`` (its batch statistics would become per chunk).
+      microbatch: accumulate each step's gradient over chunks of this many images, the same step in less
+        memory (:func:`itlin_core.linearised_value_and_grad`); ``None``: the batch at once. Not with
+        ``resnet18_bn`` (its batch statistics would become per chunk).
       augment: random crops (4-pixel padding) and horizontal flips, drawn per step.
       n_train: train on the first ``n_train`` images of a fixed random order (``None``: all).
       n_eval, eval_batch: images evaluated per split, and the chunk size of evaluation.
       width: LeNet's channels (paper: 50) or ResNet's base width (paper: 64); ``None`` = paper.
       probes: fit linear probes on LeNet's two blocks at every evaluation (Goldwaser and Ge 2024, Fig. 5), on
         ``probe_train`` training images with relative ridge ``probe_ridge``.
-      n_filters: record the change of LeNet's first ``n_filters`` first-layer filters from
-        initialisation at every evaluation (Goldwaser and Ge 2024, Fig. 6).
-      reset_optimizer: restart the optimiser's state at every relinearisation
-        (:func:`itlin_core.make_il_step`); the papers do not say whether they do.
-      curvature_batch: at every evaluation, the largest curvature of each run's linearised
-        training loss at its anchor (:func:`itlin_core.max_curvature`, ``curvature_iterations``
-        power iterations) on the first ``curvature_batch`` training images, recorded as the
-        metric ``curvature`` (``0``: none). SGD is stable on a linearisation while
-        ``lr * curvature / 2 < 1``.
+      n_filters: record the change of LeNet's first ``n_filters`` first-layer filters from initialisation
+        at every evaluation (Goldwaser and Ge 2024, Fig. 6).
+      reset_optimizer: restart the optimiser's state at every relinearisation (:func:`itlin_core.make_il_step`);
+        the papers do not say whether they do.
+      curvature_batch: at every evaluation, the largest curvature of each run's linearised training loss at its
+        anchor (:func:`itlin_core.max_curvature`, ``curvature_iterations`` power iterations) on the first
+        ``curvature_batch`` training images, recorded as the metric ``curvature`` (``0``: none). SGD is stable on
+        a linearisation while ``lr * curvature / 2 < 1``.
       seed: initialisation, data order, augmentation and subset all derive from it.
+
+    Examples:
+      >>> ImageRunConfig("cifar10", "lenet50", steps=40, eval_every=10, Ks=(1, 20, None), lr=0.02).labels
+      ['K=1', 'K=20', 'K=∞']
     """
 
     dataset: str
@@ -156,9 +154,9 @@ class ImageRunConfig:
         return [k_label(k) + (f", λ={lam:g}" if varied else "") for k, lam in self.runs]
 
     def as_dict(self) -> dict:
-        """The settings as plain JSON values (``None`` for K = inf), as records and checkpoints
-        store them. Fields added after the first records (``reset_optimizer``, ``curvature_*``)
-        appear only when they differ from their defaults, so older records still match."""
+        """The settings as plain JSON values (``None`` for K = inf), as records and checkpoints store them.
+        Fields added after the first records (``reset_optimizer``, ``curvature_*``) appear only when they
+        differ from their defaults, so older records still match."""
         d = {k: v for k, v in dataclasses.asdict(self).items()
              if not (k in ("reset_optimizer", "curvature_batch", "curvature_iterations")
                      and v == ImageRunConfig.__dataclass_fields__[k].default)}
@@ -167,19 +165,21 @@ class ImageRunConfig:
         return d
 
 
-# ----------------------------------------------------------------------------------------------
-# data
-
+# ---------------------------------------------- data ----------------------------------------------
 def image_data(dataset: str, preset: str | None = None, *, data_dir=None, stand_in: bool | None = None,
                stand_in_sizes=SMOKE_SIZES, progress=None, verify: bool = True) -> dict:
     """The images for a chapter: the real data set, or in-format stand-in data at ``smoke``.
 
-    ``stand_in`` defaults to ``preset == "smoke"`` or ``ITLIN_STAND_IN=1`` (GPU timing runs without
-    the data). Stand-in images are written once per size into ``<tmp>/itlin-stand-in`` in the
-    upstream format and read back by the real loaders (``verify=False``). Real data come from
-    ``data_dir``, checked against the published checksums unless ``verify=False`` (a re-encoded
-    copy, whose records must say so). Returns the loader's dict (uint8 NHWC images, int labels)
-    plus ``stand_in`` and ``mean``/``std``, the training images' channel statistics.
+    ``stand_in`` defaults to ``preset == "smoke"`` or ``ITLIN_STAND_IN=1`` (GPU timing runs without the data).
+    Stand-in images are written once per size into ``<tmp>/itlin-stand-in`` in the upstream format and read back
+    by the real loaders (``verify=False``). Real data come from ``data_dir``, checked against the published
+    checksums unless ``verify=False`` (a re-encoded copy, whose records must say so). Returns the loader's dict
+    (uint8 NHWC images, int labels) plus ``stand_in`` and ``mean``/``std``, the training images' channel statistics.
+
+    Examples:
+      >>> data = image_data("mnist", "smoke", stand_in_sizes=(64, 32))    # tiny stand-in: 64 training images
+      >>> data["x_train"].shape, data["x_test"].dtype, data["stand_in"]
+      ((64, 28, 28, 1), dtype('uint8'), True)
     """
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}.")
@@ -200,9 +200,8 @@ def image_data(dataset: str, preset: str | None = None, *, data_dir=None, stand_
 
 
 def _write_stand_in_once(dataset: str, root: Path, n_train: int, n_test: int) -> None:
-    """Write the stand-in files into a private folder and rename it to ``root`` in one step, so
-    that processes running chapters side by side (pytest workers, a book build) never read a
-    half-written file; whoever renames second discards its own identical copy."""
+    """Write the stand-in files into a private folder and rename it to ``root`` in one step, so that chapters run side
+    by side (pytest workers, a book build) never read a half-written file; whoever renames second discards its copy."""
     root.parent.mkdir(parents=True, exist_ok=True)
     if root.exists() and not (root / "complete").exists():   # left by an interrupted older writer
         shutil.rmtree(root, ignore_errors=True)
@@ -218,22 +217,24 @@ def _write_stand_in_once(dataset: str, root: Path, n_train: int, n_test: int) ->
 
 
 def training_subset(cfg: ImageRunConfig, data: dict):
-    """``(x, y)``: the first ``cfg.n_train`` training images of a fixed random order (all of them
-    for ``None``), as NumPy arrays."""
+    """``(x, y)``, NumPy arrays: the first ``cfg.n_train`` training images of a fixed random order (all for ``None``).
+
+    Examples:
+      >>> cfg = ImageRunConfig("mnist", "lenet50", steps=1, eval_every=1, Ks=(1,), lr=0.1, n_train=10)
+      >>> [a.shape for a in training_subset(cfg, {"x_train": np.zeros((64, 28, 28, 1)), "y_train": np.arange(64)})]
+      [(10, 28, 28, 1), (10,)]
+    """
     n = len(data["y_train"]) if cfg.n_train is None else min(int(cfg.n_train), len(data["y_train"]))
     order = np.asarray(jax.random.permutation(jax.random.key(cfg.seed + 17), len(data["y_train"])))[:n]
     return np.asarray(data["x_train"])[order], np.asarray(data["y_train"])[order]
 
 
-# ----------------------------------------------------------------------------------------------
-# model and training
-
+# ---------------------------------------- model and training ----------------------------------------
 def build_model(cfg: ImageRunConfig, input_shape):
     """The model of ``cfg`` for images of ``input_shape`` (H, W, C): an ``(init, apply)`` pair."""
     if cfg.model == "lenet50":
         return ic.lenet50(10, tuple(input_shape), channels=cfg.width or 50)
-    return ic.resnet18(10, batch_norm=cfg.model == "resnet18_bn", in_channels=input_shape[-1],
-                    width=cfg.width or 64)
+    return ic.resnet18(10, batch_norm=cfg.model == "resnet18_bn", in_channels=input_shape[-1], width=cfg.width or 64)
 
 
 def init_params(cfg: ImageRunConfig, model):
@@ -256,13 +257,12 @@ def _eval_chunks(x, y, n, chunk):
 
 
 def make_image_eval(apply_fn, cfg: ImageRunConfig):
-    """``eval_fn(state, data) -> dict`` for one run (vmap it over states, not data), ``data =
-    {"splits": {name: (x_chunks, y_chunks)}, "params0", "probe": (x_fit, y_fit, x_test, y_test) or
-    None, "curvature": (x, y) or None}`` (an argument, not captured: ``ic.Evaluation(data=)``): per
-    split, the mean cross-entropy and accuracy of the network and its proxy (at ``state.anchor``),
-    chunk by chunk (``lax.map``); ``probe{1,2}_test_accuracy`` (``cfg.probes``), ``filters`` (the
-    first ``cfg.n_filters`` first-layer filters minus their initial values), ``curvature``
-    (``cfg.curvature_batch``: :func:`itlin_core.max_curvature` at the anchor), ``updates``."""
+    """``eval_fn(state, data) -> dict`` for one run (vmap it over states, not data), ``data = {"splits": {name:
+    (x_chunks, y_chunks)}, "params0", "probe": (x_fit, y_fit, x_test, y_test) or None, "curvature": (x, y) or None}``
+    (an argument, not captured: ``ic.Evaluation(data=)``): per split, the mean cross-entropy and accuracy of the
+    network and its proxy (at ``state.anchor``), chunk by chunk (``lax.map``); ``probe{1,2}_test_accuracy``
+    (``cfg.probes``), ``filters`` (the first ``cfg.n_filters`` first-layer filters minus their initial values),
+    ``curvature`` (``cfg.curvature_batch``: :func:`itlin_core.max_curvature` at the anchor), ``updates``."""
 
     def eval_fn(state, data):
         proxy = ic.linearise(apply_fn, state.anchor)
@@ -311,11 +311,10 @@ def group_step(cfg: ImageRunConfig, model, opt):
 
 
 def step_memory(cfg: ImageRunConfig) -> dict:
-    """XLA's memory plan for one training step of a whole run group, on the default backend:
-    ``{"arguments", "outputs", "temporaries", "total"}`` in bytes. It compiles the step (for
-    the group's batch: ``batch_size`` images, or all ``n_train`` for full batch) without
-    running it, so it answers "will this group fit on this GPU?" before a long run. Evaluation
-    runs separately, in chunks of ``eval_batch``, and the data set itself is not counted."""
+    """XLA's memory plan for one training step of a whole run group, on the default backend: ``{"arguments",
+    "outputs", "temporaries", "total"}`` in bytes. It compiles the step (for the group's batch: ``batch_size``
+    images, or all ``n_train`` for full batch) without running it, so it answers "will this group fit on this
+    GPU?" before a long run. Evaluation runs separately, in chunks of ``eval_batch``; the data set is not counted."""
     shape = ic.datasets.IMAGE_SHAPES[cfg.dataset]
     model = build_model(cfg, shape)
     opt = optimizer(cfg)
@@ -333,22 +332,23 @@ def run_images(cfg: ImageRunConfig, data: dict, *, checkpoint_path=None, checkpo
                stop_at: int | None = None, progress=None, desc: str | None = None, mesh="auto") -> dict:
     """Train every run of ``cfg`` at once on ``data`` (from :func:`image_data`).
 
-    All runs start from the same initialisation and see the same batches; run ``i`` uses
-    ``cfg.runs[i]``. A run whose loss becomes non-finite keeps going as NaN inside the batch (the
-    others are unaffected); :func:`~itlin_core.book.image_records.summarise` reports the step where
-    it diverged and masks its later evaluations. With ``checkpoint_path`` the group checkpoints
-    every ``checkpoint_every`` steps (default: every 10 evaluations) and resumes from the file,
-    on any number of devices (``stop_at`` stops early, to fit a session); the runs are split over
-    the devices of ``mesh`` (:func:`itlin_core.train`, :mod:`itlin_core.sharding`).
+    All runs start from the same initialisation and see the same batches; run ``i`` uses ``cfg.runs[i]``. A run whose
+    loss becomes non-finite keeps going as NaN inside the batch (the others are unaffected);
+    :func:`~itlin_core.book.image_records.summarise` reports the step where it diverged and masks its later evaluations.
+    With ``checkpoint_path`` the group checkpoints every ``checkpoint_every`` steps (default: every 10 evaluations) and
+    resumes from the file, on any number of devices (``stop_at`` stops early, to fit a session); the runs are split over
+    the devices of ``mesh`` (:func:`itlin_core.train`, :mod:`itlin_core.sharding`). The training loss is kept as its
+    mean over each evaluation interval (``loss_every = eval_every``): that is all a record keeps, and per-step losses of
+    the paper's 6e7 steps would take hundreds of MB in every checkpoint. The step where a run diverged stays exact.
+    Returns the :func:`itlin_core.train` history (``loss`` ``(intervals, runs)``, ``nonfinite_at`` ``(runs,)``,
+    evaluations ``(evals, runs, ...)``) plus ``config``, the final ``state`` (stacked over runs), ``params0``,
+    ``apply_fn``, ``n_params``, ``n_train``, ``n_eval`` and ``stand_in``.
 
-    The training loss is kept as its mean over each evaluation interval (``loss_every =
-    eval_every``): that is all a record keeps, and per-step losses of the paper's 6e7 steps would
-    take hundreds of MB in every checkpoint. The step where a run diverged stays exact.
-
-    Returns the :func:`itlin_core.train` history (``loss`` ``(intervals, runs)``, ``nonfinite_at``
-    ``(runs,)``, evaluations ``(evals, runs, ...)``) plus ``config``, the final ``state``
-    (stacked over runs), ``params0``, ``apply_fn``, ``n_params``, ``n_train``, ``n_eval`` and
-    ``stand_in``.
+    Examples:
+      >>> cfg = ImageRunConfig("mnist", "lenet50", steps=2, eval_every=1, Ks=(1,), lr=0.01, microbatch=8, n_train=12)
+      >>> run_images(cfg, image_data("mnist", "smoke", stand_in_sizes=(64, 32)))    # refused before compiling
+      Traceback (most recent call last):
+      ValueError: microbatch (8) must divide the batch of 12 images.
     """
     runs = cfg.runs
     x_tr, y_tr = training_subset(cfg, data)

@@ -49,11 +49,28 @@ IL_TOY = {
 
 
 def il_toy_config(preset: str | None = None) -> ILToyConfig:
+    """The preset's :class:`ILToyConfig` (:func:`~itlin_core.book.common.per_preset`).
+
+    Examples:
+      >>> cfg = il_toy_config("smoke")
+      >>> cfg.d, cfg.n_train, cfg.steps, cfg.Ks
+      (16, 128, 2000, (1, 100, None))
+    """
     return per_preset(IL_TOY, preset)
 
 
 def il_toy_problem(cfg: ILToyConfig):
-    """``(model, params0, data, lr)`` for :class:`ILToyConfig`."""
+    """``(model, params0, data, lr)`` for :class:`ILToyConfig`.
+
+    Examples:
+      A small centred network starts from the zero function:
+
+      >>> import dataclasses
+      >>> cfg = dataclasses.replace(il_toy_config("smoke"), n_train=8, n_test=10, width=8, centre_output=True)
+      >>> model, params0, data, lr = il_toy_problem(cfg)
+      >>> data["x_train"].shape, lr > 0, float(abs(model.apply(params0, data["x_test"])).max())
+      ((8, 16), True, 0.0)
+    """
     data = ic.data.single_index(jax.random.key(cfg.seed), cfg.n_train, cfg.n_test, cfg.d, "abs")
     if cfg.centre_output:
         base = ic.mlp([cfg.d, cfg.width, cfg.width, 1], "relu")

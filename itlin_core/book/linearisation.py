@@ -49,6 +49,13 @@ KERNEL_EVOLUTION = {
 
 
 def kernel_evolution_config(preset: str | None = None) -> KernelEvolutionConfig:
+    """The preset's :class:`KernelEvolutionConfig` (:func:`~itlin_core.book.common.per_preset`).
+
+    Examples:
+      >>> cfg = kernel_evolution_config("smoke")
+      >>> cfg.width, cfg.steps, cfg.alphas
+      (64, 400, (0.03, 1.0, 10.0))
+    """
     return per_preset(KERNEL_EVOLUTION, preset)
 
 
@@ -56,7 +63,17 @@ def run_kernel_evolution(cfg: KernelEvolutionConfig, progress=None) -> dict:
     """Train one network per ``alpha`` (K = 1, plain GD) and record, at each evaluation step,
     the training loss and the kernel distance between the current and the initial NTK on the
     training inputs. Returns ``{"alphas", "eval_step", "kernel_distance" (A, T),
-    "train_rmse" (A, T), "relative_param_change" (A, T), "data"}``."""
+    "train_rmse" (A, T), "relative_param_change" (A, T), "data"}``.
+
+    Examples:
+      One ``alpha``, 2 steps of a tiny network (the chapter: ``run_kernel_evolution(cfg)``):
+
+      >>> cfg = dataclasses.replace(kernel_evolution_config("smoke"), width=8, n_train=4, steps=2, eval_every=1,
+      ...                           alphas=(10.0,))
+      >>> r = run_kernel_evolution(cfg, progress="off")
+      >>> r["eval_step"].tolist(), r["kernel_distance"].shape, r["train_rmse"].shape
+      ([0, 1, 2], (1, 3), (1, 3))
+    """
     data = ic.data.regression_1d(jax.random.key(cfg.seed), cfg.n_train, 200)
     x, y = data["x_train"], data["y_train"]
     base = ic.mlp([1] + [cfg.width] * cfg.depth + [1], "relu", parameterisation=cfg.parameterisation,

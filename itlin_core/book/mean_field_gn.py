@@ -1,7 +1,6 @@
-"""Chapter "Gauss-Newton in the mean-field regime" (Arbel et al. 2023): the teacher-student
-regression of their §5.1, students trained by Gauss-Newton and gradient descent over sweeps of
-the initial scale ``tau0`` and the step size, with their metrics (§5.2) and the random-features
-baseline. :mod:`itlin_core.book.mean_field_scaling` builds its sweeps on these runs."""
+"""Chapter "Gauss-Newton in the mean-field regime" (Arbel et al. 2023): the teacher-student regression (§5.1), students
+trained by Gauss-Newton and gradient descent over sweeps of the initial scale ``tau0`` and the step size, their metrics
+(§5.2) and the random-features baseline; :mod:`itlin_core.book.mean_field_scaling` builds its sweeps on these runs."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import itlin_core as ic
-
 from .._progress import progress_bar
 from ..mean_field import hidden_features
 from .common import interleaved_seconds, per_preset
@@ -20,24 +18,17 @@ from .common import interleaved_seconds, per_preset
 
 @dataclasses.dataclass(frozen=True)
 class TeacherStudentConfig:
-    """The teacher-student task of Arbel et al. 2023 (§5.1) at a chosen scale: ``n_train`` Gaussian
-    inputs in ``d`` dimensions, targets
-    from a teacher with ``m_star`` units (``data.teacher_student``), ``n_test`` test points; a
-    mean-field student (``mean_field.mean_field_net``) of ``width`` units, hidden weights
-    ``N(0, tau0^2)``, last layer 0. GN (damping ``max(floor, alpha sigma_min)``) and GD with
-    constant step sizes, the convention of Arbel et al. 2023 (loss ``1/(2N) sum (f - y)^2``). A run stops
-    when its training loss falls below ``stop_loss`` or after ``gn_iterations`` /
-    ``gd_iterations`` steps; metrics are recorded at ``n_evals`` log-spaced iterations.
-    ``tau0s`` and the step-size grids ``gn_lrs``/``gd_lrs`` are the sweeps of Arbel et al. 2023, Fig. 1 (every
-    step size is run at every ``tau0``); the smallest ``tau0`` is Fig. 1 right's and Fig. 2's.
-    ``n_trains`` are the training-set sizes of Fig. 5, run at ``scaling_tau0s`` with the step-size
-    grids ``scaling_gn_lrs``/``scaling_gd_lrs``; ``betas`` the SiLU temperatures of Figs. 6-7
-    (run at the smallest ``tau0`` with ``gn_lrs`` and ``silu_gd_lrs``, or ``gd_lrs`` if empty);
-    ``compare_tau0`` the initial scale of Fig. 7's ReLU-against-SiLU(beta = 1) comparison;
-    ``n_seeds`` the seeds of the chapter's repeat of its key curves (App. C.1 uses 5);
-    ``widths`` the numbers of hidden units of Fig. 4 (left), run at ``width_tau0`` (the paper's
-    ``tau0 = 1``) with the step-size grids ``scaling_gn_lrs``/``scaling_gd_lrs``."""
-
+    """The teacher-student task of Arbel et al. 2023 (§5.1) at a chosen scale: ``n_train`` Gaussian inputs in ``d``
+    dimensions, targets from a teacher of ``m_star`` units (``data.teacher_student``), ``n_test`` test points; a
+    mean-field student (``mean_field.mean_field_net``) of ``width`` units, hidden weights ``N(0, tau0^2)``, last layer
+    0, trained by GN (damping ``max(floor, alpha sigma_min)``) and GD at constant step sizes on the loss
+    ``1/(2N) sum (f - y)^2`` until it is below ``stop_loss`` or for ``gn_iterations``/``gd_iterations`` steps, metrics
+    at ``n_evals`` log-spaced iterations. Sweeps: Fig. 1, each step size of ``gn_lrs``/``gd_lrs`` at each of ``tau0s``
+    (the smallest: Fig. 1 right, Fig. 2); Fig. 5, the training-set sizes ``n_trains`` at ``scaling_tau0s``, steps
+    ``scaling_gn_lrs``/``scaling_gd_lrs``; Figs. 6-7, the SiLU temperatures ``betas`` at the smallest ``tau0``, steps
+    ``gn_lrs`` and ``silu_gd_lrs`` (``gd_lrs`` if empty); Fig. 7, ReLU against SiLU (beta = 1) at ``compare_tau0``;
+    Fig. 4 (left), the numbers of hidden units ``widths`` at ``width_tau0`` (the paper's 1), steps
+    ``scaling_gn_lrs``/``scaling_gd_lrs``; ``n_seeds``, the chapter's repeats (App. C.1 uses 5 seeds)."""
     n_train: int
     width: int
     n_test: int
@@ -70,20 +61,16 @@ class TeacherStudentConfig:
 TEACHER_STUDENT = {
     "smoke": TeacherStudentConfig(n_train=40, width=200, n_test=500, gn_iterations=1500, gd_iterations=4000,
                                   tau0s=(1e-3, 10.0), gn_lrs=(1e-2, 1.0, 40.0), gd_lrs=(0.1, 10.0, 100.0),
-                                  n_evals=12, n_trains=(20, 40, 80), scaling_tau0s=(1e-3, 1.0),
-                                  scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0,), betas=(1.0, 1e6),
-                                  widths=(20, 40, 100, 200),
+                                  n_evals=12, n_trains=(20, 40, 80), scaling_tau0s=(1e-3, 1.0), scaling_gn_lrs=(1.0,),
+                                  scaling_gd_lrs=(100.0,), betas=(1.0, 1e6), widths=(20, 40, 100, 200),
                                   silu_gd_lrs=(10.0, 100.0)),
     "book": TeacherStudentConfig(n_train=100, width=1000, n_test=2000, gn_iterations=3000, gd_iterations=20000,
-                                 tau0s=(1e-3, 1e-1, 10.0), gn_lrs=(1e-2, 1.0, 100.0),
-                                 gd_lrs=(1.0, 10.0, 100.0, 1000.0),
-                                 n_trains=(25, 50, 100, 200), scaling_tau0s=(1e-3, 1.0),
-                                 scaling_gn_lrs=(1.0,), scaling_gd_lrs=(100.0, 1000.0), betas=(1.0, 1e6),
-                                 widths=(50, 100, 200, 500, 1000),
+                                 tau0s=(1e-3, 1e-1, 10.0), gn_lrs=(1e-2, 1.0, 100.0), gd_lrs=(1.0, 10.0, 100.0, 1000.0),
+                                 n_trains=(25, 50, 100, 200), scaling_tau0s=(1e-3, 1.0), scaling_gn_lrs=(1.0,),
+                                 scaling_gd_lrs=(100.0, 1000.0), betas=(1.0, 1e6), widths=(50, 100, 200, 500, 1000),
                                  silu_gd_lrs=(100.0, 1000.0)),
     "paper": TeacherStudentConfig(n_train=500, width=5000, n_test=10000, gn_iterations=100_000,
-                                  gd_iterations=1_000_000, n_evals=60,
-                                  tau0s=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0),
+                                  gd_iterations=1_000_000, n_evals=60, tau0s=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0),
                                   gn_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
                                   gd_lrs=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
                                   n_trains=(100, 200, 500, 1000, 1500), scaling_tau0s=(1e-3, 1.0),
@@ -94,21 +81,28 @@ TEACHER_STUDENT = {
 
 
 def teacher_student_config(preset: str | None = None) -> TeacherStudentConfig:
+    """The preset's :class:`TeacherStudentConfig` (:func:`~itlin_core.book.common.per_preset`).
+
+    Examples:
+      >>> teacher_student_config("smoke").tau0s, teacher_student_config("book").width
+      ((0.001, 10.0), 1000)"""
     return per_preset(TEACHER_STUDENT, preset)
 
 
 def _require_x64(what: str):
     if not jax.config.jax_enable_x64:
-        raise ValueError(
-            f"{what} needs 64-bit JAX (with tau0 = 1e-3 the hidden features are about 1e-3 and float32 "
-            "loses the digits of the least-squares re-fits): call "
-            "jax.config.update('jax_enable_x64', True) at the start of the notebook.")
+        raise ValueError(f"{what} needs 64-bit JAX (with tau0 = 1e-3 the hidden features are about 1e-3 and float32 "
+                         "loses the digits of the least-squares re-fits): call jax.config.update('jax_enable_x64', "
+                         "True) at the start of the notebook.")
 
 
 def teacher_student_problem(cfg: TeacherStudentConfig, n_train: int | None = None,
                             activation: str | None = None, beta: float | None = None) -> dict:
-    """The data of one teacher-student problem. The teacher and the test set are the same for
-    every ``n_train`` (they come from the same keys); the training inputs are drawn afresh."""
+    """One teacher-student problem's data (64-bit JAX): teacher and test set alike for every ``n_train`` (same keys).
+
+    Examples:
+      >>> with jax.enable_x64(True): print(jax.tree.map(np.shape, teacher_student_problem(TEACHER_STUDENT["smoke"], 8)))
+      {'u_star': (5, 10), 'v_star': (5,), 'x_test': (500, 10), 'x_train': (8, 10), 'y_test': (500,), 'y_train': (8,)}"""
     _require_x64("the teacher-student experiments")
     n = cfg.n_train if n_train is None else n_train
     return ic.data.teacher_student(jax.random.key(cfg.seed), n, cfg.n_test, cfg.d, cfg.m_star,
@@ -116,13 +110,14 @@ def teacher_student_problem(cfg: TeacherStudentConfig, n_train: int | None = Non
 
 
 def teacher_student_metrics(params, data: dict, activation: str = "relu", beta: float = 1.0) -> dict:
-    """The metrics of Arbel et al. 2023 (§5.2) for one student: train and test loss
-    (:func:`itlin_core.mean_field_loss`), the
-    test loss after re-fitting the last layer on the frozen hidden features by eq. (8)
-    (Test-LRfit), the weighted cosine distance to the teacher (eq. (9); only when ``data``
-    holds the teacher's hidden weights ``u_star``) and the smallest eigenvalue of the NTK matrix
-    ``A_w = J J^T`` (Arbel et al. 2023, Fig. 4 right). Vector targets ``(N, C)`` work alike
-    (App. C.4)."""
+    """One student's metrics (§5.2): train and test loss (:func:`itlin_core.mean_field_loss`), Test-LRfit (test loss of
+    the last layer re-fitted on the frozen hidden features, eq. (8)), the weighted cosine distance to the teacher
+    (eq. (9), given ``u_star``), the NTK ``A_w = J J^T``'s least eigenvalue (Fig. 4 right). Targets may be ``(N, C)``.
+
+    Examples:
+      >>> x, y = jnp.eye(4, 10), jnp.ones(4); p = ic.mean_field_net(10, 20).init(jax.random.key(1))   # v = 0: f = 0
+      >>> float(jax.jit(teacher_student_metrics)(p, dict(x_train=x, y_train=y, x_test=x, y_test=y))["train_loss"])
+      0.5"""
     u, v = params["u"], params["v"]
     m = v.shape[0]
     phi = hidden_features(u, data["x_train"], activation, beta) / m
@@ -138,8 +133,7 @@ def teacher_student_metrics(params, data: dict, activation: str = "relu", beta: 
 
 
 def eval_schedule(iterations: int, n_evals: int) -> np.ndarray:
-    """Iterations ``0 = i_0 < i_1 < ... = iterations`` at which metrics are recorded,
-    roughly log-spaced (Arbel et al. 2023 plot Fig. 2 against log-iterations)."""
+    """The iterations ``0 = i_0 < ... = iterations`` of the recorded metrics, roughly log-spaced (Fig. 2's axis)."""
     pts = np.unique(np.round(np.logspace(0, np.log10(max(iterations, 1)), n_evals)).astype(int))
     return np.concatenate([[0], pts[pts <= iterations]])
 
@@ -151,9 +145,8 @@ def _shape_of(data: dict):
 
 
 def method_step(cfg: TeacherStudentConfig, method: str, net, x, y, fast: bool = True):
-    """The chapter's ``step(params, lr)`` for ``method``: Arbel et al.'s damped GN
-    (:func:`itlin_core.make_gn_step` with ``cfg``'s ``alpha`` and ``floor``) or gradient descent
-    (:func:`itlin_core.make_gd_step`), on the training data ``(x, y)``."""
+    """The chapter's ``step(params, lr)`` for ``method`` on the training data ``(x, y)``: Arbel et al.'s damped GN
+    (:func:`itlin_core.make_gn_step`, ``cfg``'s ``alpha`` and ``floor``) or GD (:func:`itlin_core.make_gd_step`)."""
     if method == "gn":
         return ic.make_gn_step(net, x, y, alpha=cfg.alpha, floor=cfg.floor, fast=fast)
     return ic.make_gd_step(net, x, y)
@@ -162,25 +155,24 @@ def method_step(cfg: TeacherStudentConfig, method: str, net, x, y, fast: bool = 
 def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, data: dict | None = None,
                         activation: str | None = None, beta: float | None = None, iterations: int | None = None,
                         fast: bool = True, progress=None, seeds=None, diverge_above: float | None = None) -> dict:
-    """Train one student per ``(tau0s[g], lrs[g])`` pair (equal-length sequences) with ``method``
-    ``"gn"`` or ``"gd"``, all in one compiled program (``vmap`` over the pairs, a ``fori_loop``
-    between evaluations). Every student starts from the same standard-normal draw scaled by
-    its ``tau0`` (the paper uses one seed; so does this), unless ``seeds`` gives one seed per run:
-    run ``g`` then has its own teacher, training and test data (drawn as
-    :func:`teacher_student_problem` does with ``cfg.seed = seeds[g]``) and its own initial draw,
-    as in Arbel et al. 2023, App. C.1 (``data`` must then be ``None``). A given ``data`` may
-    hold inputs of any dimension and vector targets ``(N, C)`` (a teacher's class
-    probabilities, App. C.4): the student then has ``C`` outputs. A student stops (its
-    parameters freeze) once its training loss is below ``cfg.stop_loss`` or a step overflows
-    (divergence); with ``diverge_above``, so does a training loss above ``diverge_above`` times
-    its initial value (a run that has blown up without overflowing would spend its budget there).
+    """Train one student per ``(tau0s[g], lrs[g])`` pair (equal-length sequences) with ``method`` ``"gn"`` or ``"gd"``,
+    in one compiled program (``vmap`` over the pairs, a ``fori_loop`` between evaluations). Every student starts from
+    the same standard-normal draw scaled by its ``tau0`` (the paper uses one seed), unless ``seeds`` gives one seed per
+    run: run ``g`` then has its own teacher, data (as :func:`teacher_student_problem` draws them with
+    ``cfg.seed = seeds[g]``) and initial draw, as in App. C.1 (``data`` must be ``None``). A given ``data`` may hold
+    inputs of any dimension and targets ``(N, C)`` (a teacher's class probabilities, App. C.4): the student then has
+    ``C`` outputs. A student stops (its parameters freeze) once its training loss is below ``cfg.stop_loss`` or a step
+    overflows (divergence); with ``diverge_above``, also at a training loss above ``diverge_above`` times its initial
+    one (a run blown up without overflowing would spend its budget there). Returns numpy arrays: ``iters`` ``(E,)``;
+    ``train_loss``, ``test_loss``, ``lrfit``, ``wcd`` (if the data has a teacher's weights), ``sigma_min`` ``(E, G)``;
+    ``stopped_at`` ``(G,)`` (when the stopping rule fired, or the budget); ``diverged`` ``(G,)`` (a step gave non-finite
+    parameters: the run stops at its last finite iterate, its ``final_*`` metrics NaN); ``final_*``, the last rows.
 
-    Returns a dict of numpy arrays: ``iters`` ``(E,)``; ``train_loss``, ``test_loss``,
-    ``lrfit``, ``wcd`` (when the data has a teacher's weights), ``sigma_min`` of shape ``(E, G)``; ``stopped_at`` ``(G,)`` (the
-    iteration at which the stopping rule fired, or the budget); ``diverged`` ``(G,)`` (a step
-    produced non-finite parameters: the run stops at its last finite iterate, and its
-    ``final_*`` metrics are NaN); and ``final_*`` (the last row) for each metric.
-    """
+    Examples:
+      >>> with jax.enable_x64(True):          # two GN students, tau0 = 1e-3 and 1, five steps of size 1
+      ...     run = run_teacher_student(TEACHER_STUDENT["smoke"], "gn", [1e-3, 1], [1, 1], iterations=5, progress="off")
+      >>> run["iters"], run["test_loss"].shape, bool(np.all(run["final_train_loss"] < run["train_loss"][0]))
+      (array([0, 1, 2, 3, 4, 5]), (6, 2), True)"""
     if method not in ("gn", "gd"):
         raise ValueError(f"method must be 'gn' or 'gd', got {method!r}.")
     tau0s, lrs = np.asarray(tau0s, float), np.asarray(lrs, float)
@@ -195,9 +187,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     beta = cfg.beta if beta is None else beta
     d, outputs = (cfg.d, None) if data is None else _shape_of(data)
     net = ic.mean_field_net(d, cfg.width, 1.0, act, beta, outputs)
-
     make_step = lambda x, y: method_step(cfg, method, net, x, y, fast)
-
     loss_of = lambda p, x, y: ic.mean_field_loss(net.apply(p, x), y)
     budget = iterations or (cfg.gn_iterations if method == "gn" else cfg.gd_iterations)
     if seeds is None:     # one data set, one initial draw, closed over by the compiled program
@@ -222,7 +212,6 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
         u0 = jnp.stack([t * net.init(jax.random.key(s + 1))["u"] for t, s in zip(tau0s, seeds)])
         metrics = lambda ps, d: jax.lax.map(lambda pd: teacher_student_metrics(pd[0], pd[1], act, beta), (ps, d))
     params = {"u": u0, "v": jnp.zeros((tau0s.size,) + net.init(jax.random.key(0))["v"].shape)}
-
     finite = lambda p: jnp.all(jnp.isfinite(p["u"])) & jnp.all(jnp.isfinite(p["v"]))
 
     def body(_, c):
@@ -237,11 +226,8 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
         done = done | hit
         keep = lambda a, b: jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
         return jax.tree.map(keep, p, new), lr, done, diverged, stopped, xy, limit, it + 1
-
     advance = jax.jit(lambda c, n: jax.lax.fori_loop(0, n, body, c))
-    # lax.map (a loop), not vmap: batched float64 eigh inside this program hung XLA:CPU here
-    # (jax 0.10, 2-core machine); evaluation is a small part of the cost.
-    evaluate = jax.jit(metrics)
+    evaluate = jax.jit(metrics)    # lax.map, not vmap: a batched float64 eigh hung XLA:CPU (jax 0.10, 2 cores)
     sched = eval_schedule(budget, cfg.n_evals)
     g = tau0s.size
     diverged, stopped = np.zeros(g, bool), np.full(g, budget)
@@ -283,10 +269,14 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
 
 
 def hidden_learning_at(run: dict, j: int, rf_level: float):
-    """The chapter's test for hidden learning in run ``j`` of ``run`` (:func:`run_teacher_student`):
-    the first recorded iteration at which its Test-LRfit is below half ``rf_level`` (the
-    random-features test loss) while its test loss is still above 90% of its initial value;
-    ``None`` if there is none (its Test-LRfit never gets there, or only once the loss has moved)."""
+    """The chapter's test for hidden learning in run ``j`` of ``run`` (:func:`run_teacher_student`): the first recorded
+    iteration at which its Test-LRfit is below half ``rf_level`` (the random-features test loss) while its test loss is
+    still above 90% of its initial value; ``None`` if there is none (never, or only once the test loss has moved).
+
+    Examples:
+      >>> run = {"iters": np.array([0, 10, 100]), "lrfit": np.c_[[1.0, 0.2, 0.1]], "test_loss": np.c_[[1.0, 0.95, 0.5]]}
+      >>> hidden_learning_at(run, 0, rf_level=1.0), hidden_learning_at(run, 0, rf_level=0.3)
+      (10, None)"""
     below = np.flatnonzero(run["lrfit"][:, j] < 0.5 * rf_level)
     ok = below.size > 0 and run["test_loss"][below[0], j] > 0.9 * run["test_loss"][0, j]
     return int(run["iters"][below[0]]) if ok else None
@@ -294,8 +284,13 @@ def hidden_learning_at(run: dict, j: int, rf_level: float):
 
 def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | None = None,
                              activation: str | None = None, beta: float | None = None) -> dict:
-    """The RF baseline of Arbel et al. 2023 (eq. (8)): the minimum-norm least-squares last layer on the hidden
-    features at initialisation, for each ``tau0``. Its test loss is Test-LRfit at iteration 0."""
+    """The RF baseline of Arbel et al. 2023 (eq. (8)): the minimum-norm least-squares last layer on the hidden features
+    at initialisation, for each ``tau0``. Its test loss is Test-LRfit at iteration 0.
+
+    Examples:
+      >>> with jax.enable_x64(True): rf = random_features_baseline(TEACHER_STUDENT["smoke"], [1e-3, 1.0])
+      >>> rf["tau0"], rf["test_loss"].round(4)        # ReLU features scale with tau0: the same re-fit
+      (array([0.001, 1.   ]), array([0.1115, 0.1115]))"""
     act = activation or cfg.activation
     beta = cfg.beta if beta is None else beta
     data = teacher_student_problem(cfg, activation=act, beta=beta) if data is None else data
@@ -307,10 +302,12 @@ def random_features_baseline(cfg: TeacherStudentConfig, tau0s, *, data: dict | N
 
 
 def seed_interval(values, level: float = 0.95, log: bool = True):
-    """The mean over seeds (the last axis) of ``values`` and its ``level`` confidence interval
-    from Student's t distribution, ``(mean, low, high)``; with ``log`` computed on the base-10
-    logarithm and returned in the values' units (for losses plotted on log axes, as in Arbel et
-    al. 2023, App. C.1, which shades 95% intervals from 5 runs)."""
+    """The mean over seeds (last axis) of ``values`` and its ``level`` Student-t interval, ``(mean, low, high)``; with
+    ``log``, of log10 values, in the values' units (App. C.1 shades 95% intervals of 5 runs on log axes).
+
+    Examples:
+      >>> [round(float(v), 2) for v in seed_interval([1.0, 2.0, 3.0], log=False)]   # log=True: on log10 values
+      [2.0, -0.48, 4.48]"""
     from scipy import stats
     v = np.asarray(values, float)
     if v.shape[-1] < 2:
@@ -323,26 +320,31 @@ def seed_interval(values, level: float = 0.95, log: bool = True):
 
 
 def rate_band(c, lr: float, n: int):
-    r"""The loss's decay rate per unit time, :math:`-\log(L_{k+1}/L_k)/\gamma`, of one step of size
-    ``lr`` (:math:`\gamma`) along a function-space direction that the step contracts at speed ``c``:
-    the residual there is multiplied by :math:`1 - \gamma c / N`, so the rate is
-    :math:`-(2/\gamma)\log|1 - \gamma c/N|`, which tends to :math:`2c/N` for small steps. For
-    the linearised network every step's rate lies between those of the slowest and the fastest
-    direction: for GN, whose function-space operator is :math:`A(A + \varepsilon I)^{-1}`,
-    ``c`` runs over :math:`\lambda/(\lambda + \varepsilon)` for the NTK eigenvalues
-    :math:`\lambda`; for GD, whose operator is :math:`A`, over the eigenvalues themselves."""
+    r"""The loss's decay rate per unit time, :math:`-\log(L_{k+1}/L_k)/\gamma`, of a step of size ``lr``
+    (:math:`\gamma`) along a function-space direction it contracts at speed ``c``: the residual there is multiplied by
+    :math:`1 - \gamma c / N`, so the rate is :math:`-(2/\gamma)\log|1 - \gamma c/N|` (:math:`2c/N` for small steps). A
+    linearised step's rate lies between its slowest and fastest direction's: ``c`` runs over the NTK eigenvalues
+    :math:`\lambda` for GD (operator :math:`A`), over :math:`\lambda/(\lambda + \varepsilon)` for GN (operator
+    :math:`A(A + \varepsilon I)^{-1}`).
+
+    Examples:
+      >>> rate_band([0.5, 1.0], lr=1e-3, n=10).round(3), round(float(rate_band(1.0, lr=5.0, n=10)), 3)
+      (array([0.1, 0.2]), 0.277)"""
     return -2.0 * np.log(np.abs(1.0 - lr * np.asarray(c, float) / n)) / lr
 
 
 def track_rates(cfg: TeacherStudentConfig, method: str, lr: float, tau0s, steps: int, *,
                 data: dict | None = None) -> dict:
-    r"""Train one student per ``tau0`` with ``method`` (``"gn"`` or ``"gd"``) at step size ``lr``
-    for ``steps`` steps, recording at every step the training loss, the smallest and largest
-    eigenvalue of the NTK matrix ``A = J J^T`` and (GN) the damping used. Returns arrays of
-    shape ``(len(tau0s), steps + 1)``: ``loss``, ``sigma_min``, ``lam_max``, ``damping`` (0 for
-    GD); ``rate`` ``(len(tau0s), steps)``, the measured decay rate per unit time
-    :math:`-\log(L_{k+1}/L_k)/\gamma`; and ``low``, ``high``: the band of :func:`rate_band` for
-    the step's slowest and fastest direction (the rate a linearised step would have)."""
+    r"""Train one student per ``tau0`` by ``method`` (``"gn"`` or ``"gd"``) at step size ``lr`` for ``steps`` steps,
+    recording at each step the training loss, the extreme eigenvalues of the NTK ``A = J J^T`` and (GN) the damping.
+    Returns ``(len(tau0s), steps + 1)`` arrays ``loss``, ``sigma_min``, ``lam_max``, ``damping`` (0 for GD);
+    ``(len(tau0s), steps)`` arrays ``rate`` (the measured decay rate per unit time) and ``low``, ``high`` (the
+    :func:`rate_band` of the step's slowest and fastest direction: a linearised step's rate).
+
+    Examples:
+      >>> with jax.enable_x64(True): r = track_rates(TEACHER_STUDENT["smoke"], "gn", 1.0, [1e-3, 1.0], steps=3)
+      >>> r["loss"].shape, r["rate"].shape, bool(np.all(r["low"] <= r["high"]))
+      ((2, 4), (2, 3), True)"""
     if method not in ("gn", "gd"):
         raise ValueError(f"method must be 'gn' or 'gd', got {method!r}.")
     data = teacher_student_problem(cfg) if data is None else data
@@ -358,11 +360,8 @@ def track_rates(cfg: TeacherStudentConfig, method: str, lr: float, tau0s, steps:
         eps = jnp.maximum(cfg.floor, cfg.alpha * ev[0]) if method == "gn" else 0.0
         loss = ic.mean_field_loss(net.apply(p, x), y)
         return step(p, lr), (loss, ev[0], ev[-1], eps)
-
-    # one compiled program per method, called once per tau0 (a vmapped float64 eigh hung XLA:CPU,
-    # see run_teacher_student)
-    run = jax.jit(lambda tau: jax.lax.scan(body, {"u": tau * z, "v": jnp.zeros(cfg.width)}, None,
-                                           length=steps + 1)[1])
+    # one compiled program per method, called once per tau0 (a vmapped float64 eigh hung XLA:CPU: run_teacher_student)
+    run = jax.jit(lambda tau: jax.lax.scan(body, {"u": tau * z, "v": jnp.zeros(cfg.width)}, None, length=steps + 1)[1])
     cols = [np.stack([np.asarray(v) for v in run(jnp.float64(t))]) for t in np.asarray(tau0s, float)]
     loss, smin, lmax, eps = np.stack(cols, axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -374,10 +373,12 @@ def track_rates(cfg: TeacherStudentConfig, method: str, lr: float, tau0s, steps:
 
 
 def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: int = 20, rounds: int = 5) -> dict:
-    """Seconds per iteration of one GN and one GD run at the chapter's size (``lax.fori_loop`` of
-    ``steps`` iterations, compiled first), timed interleaved over ``rounds`` rounds in one run so
-    that the machine's load affects both alike: ``{"gn": s, "gd": s, "ratio": median per-round
-    GN / GD}``."""
+    """Seconds per iteration of GN and GD at the chapter's size (a compiled ``lax.fori_loop`` of ``steps`` steps), timed
+    interleaved over ``rounds`` rounds (alike under load): ``{"gn": s, "gd": s, "ratio": median per-round GN / GD}``.
+
+    Examples:
+      >>> with jax.enable_x64(True): print(sorted(step_seconds(TEACHER_STUDENT["smoke"], steps=2, rounds=2)))
+      ['gd', 'gn', 'ratio']"""
     import statistics
     data = teacher_student_problem(cfg) if data is None else data
     x, y = data["x_train"], data["y_train"]

@@ -92,6 +92,14 @@ IMAGE_TEACHER = {
 
 
 def image_teacher_config(preset: str | None = None) -> ImageTeacherConfig:
+    """The preset's :class:`ImageTeacherConfig` (:func:`~itlin_core.book.common.per_preset`: the ``book`` entry for a
+    preset without one).
+
+    Examples:
+      >>> cfg = image_teacher_config("smoke")
+      >>> cfg.source, cfg.n_train, cfg.width, cfg.student().tau0s, image_teacher_config("paper").source
+      ('digits', 20, 200, (0.001,), 'mnist')
+    """
     return per_preset(IMAGE_TEACHER, preset)
 
 
@@ -156,7 +164,14 @@ def image_teacher_problem(cfg: ImageTeacherConfig, data_dir=None, verify: bool =
     their targets ``y_train``, ``y_test`` ``(n, 10)`` (the teacher's softmax probabilities),
     the true labels ``labels_train``, ``labels_test``, and ``teacher_accuracy`` (on the images
     it was trained on, the union of both sets). Needs 64-bit JAX (as the previous chapters).
-    ``data_dir`` and ``verify`` go to :func:`itlin_core.datasets.mnist` (MNIST only)."""
+    ``data_dir`` and ``verify`` go to :func:`itlin_core.datasets.mnist` (MNIST only).
+
+    Examples:
+      >>> cfg = dataclasses.replace(image_teacher_config("smoke"), n_train=10, n_test=10, teacher_steps=5)
+      >>> with jax.enable_x64(True): problem = image_teacher_problem(cfg)      # scikit-learn's 8x8 digits
+      >>> problem["x_train"].shape, problem["y_test"].shape, problem["labels_train"].tolist()   # one image per class
+      ((10, 64), (10, 10), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    """
     if cfg.source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {cfg.source!r}.")
     _require_x64("the image teacher")
@@ -175,7 +190,15 @@ def run_image_teacher(cfg: ImageTeacherConfig, problem: dict | None = None, prog
     """Arbel et al. 2023, Fig. 8 at ``cfg``'s scale: GN over ``gn_lrs`` and GD over ``gd_lrs``
     from one initial draw at ``tau0`` (each method's step sizes as one compiled program,
     :func:`itlin_core.book.mean_field_gn.run_teacher_student`), and the random-features
-    baseline. Returns ``{"gn", "gd"`` (the runs), ``"rf"`` (RF's test loss), ``"problem"}``."""
+    baseline. Returns ``{"gn", "gd"`` (the runs), ``"rf"`` (RF's test loss), ``"problem"}``.
+
+    Examples:
+      >>> cfg = dataclasses.replace(image_teacher_config("smoke"), n_train=10, n_test=10, width=20, teacher_steps=5,
+      ...                           gn_lrs=(1.0,), gd_lrs=(10.0,), gn_iterations=2, gd_iterations=2)
+      >>> with jax.enable_x64(True): res = run_image_teacher(cfg, progress="off")   # one step size per method
+      >>> sorted(res), res["gn"]["train_loss"].shape, res["gd"]["lr"], res["rf"] > 0
+      (['gd', 'gn', 'problem', 'rf'], (3, 1), array([10.]), True)
+    """
     problem = image_teacher_problem(cfg) if problem is None else problem
     data = {k: problem[k] for k in ("x_train", "y_train", "x_test", "y_test")}
     s = cfg.student()
@@ -194,7 +217,14 @@ LOSS_FACTOR = 1.05
 def failed(run: dict) -> np.ndarray:
     """Runs of :func:`itlin_core.book.mean_field_gn.run_teacher_student` that were unstable: a step
     overflowed (``diverged``), or the final training loss is not below the initial one (a step
-    so large that it silenced every ReLU unit leaves the network at zero, finite but dead)."""
+    so large that it silenced every ReLU unit leaves the network at zero, finite but dead).
+
+    Examples:
+      >>> run = {"diverged": np.array([False, True, False]), "train_loss": np.ones((2, 3)),
+      ...        "final_train_loss": np.array([0.1, np.nan, 1.0])}
+      >>> failed(run)                  # fine; overflowed; finite but no lower than at the start
+      array([False,  True,  True])
+    """
     return run["diverged"] | ~(run["final_train_loss"] < run["train_loss"][0])
 
 
@@ -212,7 +242,21 @@ def image_claims(res: dict) -> tuple:
     among GD's stable step sizes (not :func:`failed`) the final test loss at the largest is
     below that at the smallest by more than :data:`LOSS_FACTOR`, and a larger step size
     failed. Returns ``(markdown table, rows)``, rows as :func:`itlin_core.book.claims.judge`
-    makes them."""
+    makes them.
+
+    Examples:
+      >>> gn = {"lr": np.array([0.01, 1.0]), "iters": np.array([0, 10, 100]), "final_lrfit": np.array([0.1, 0.8]),
+      ...       "lrfit": np.array([[1.0, 1.0], [0.2, 0.9], [0.1, 0.8]]),
+      ...       "test_loss": np.array([[1.0, 1.0], [0.95, 0.5], [0.5, 0.4]])}
+      >>> gd = {"lr": np.array([1.0, 10.0, 100.0]), "diverged": np.array([False, False, True]),
+      ...       "train_loss": np.ones((1, 3)), "final_train_loss": np.array([0.1, 0.1, np.nan]),
+      ...       "final_test_loss": np.array([0.5, 0.2, np.nan])}        # GD: better at 10 than at 1, diverged at 100
+      >>> table, rows = image_claims({"gn": gn, "gd": gd, "rf": 1.0})
+      >>> [r["verdict"] for r in rows]
+      ['yes', 'yes', 'yes']
+      >>> print(rows[0]["shows"])
+      step 0.01: Test-LRfit below half RF's 1 from iteration 10, the test loss above 0.9 of its start
+    """
     gn, gd, rf = res["gn"], res["gd"], res["rf"]
     small = int(np.argmin(gn["lr"]))
     at = hidden_learning_at(gn, small, rf)

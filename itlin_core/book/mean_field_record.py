@@ -158,7 +158,18 @@ def group_units(group: Group, units: dict, scale: Scale = PAPER) -> list:
 
 
 def recorded_units(results_dir=None) -> dict:
-    """The units in the record so far (an empty dict before the first)."""
+    """The units in the record so far (an empty dict before the first).
+
+    Examples:
+      >>> import tempfile
+      >>> with tempfile.TemporaryDirectory() as tmp:       # a record of one unit, in a folder of its own
+      ...     empty = recorded_units(tmp)
+      ...     _ = save_results(CHAPTER, PRESET, {"silu1 gd N=500 tau0=1 lr=1000 seed=0": {"fitted": True}}, seed=0,
+      ...                      results_dir=tmp)
+      ...     units = recorded_units(tmp)
+      >>> empty, units
+      ({}, {'silu1 gd N=500 tau0=1 lr=1000 seed=0': {'fitted': True}})
+    """
     rec = load_results(CHAPTER, (PRESET,), results_dir=results_dir)
     return {} if rec is None else dict(rec["data"])
 
@@ -182,7 +193,19 @@ def group_table(name: str, units: dict, scale: Scale = PAPER) -> dict:
     ``(tau0, N)`` (NaN until chosen, shape ``(T, Nn)``) and ``test_loss``, ``lrfit``, ``wcd``,
     ``train_loss`` and ``fitted`` of each seed at that step size (shape ``(T, Nn, S)``, NaN or
     False where not recorded); ``rf`` the random-features test loss of each seed's data
-    ``(T, Nn, S)``; ``recorded`` and ``total`` (units of the group known so far)."""
+    ``(T, Nn, S)``; ``recorded`` and ``total`` (units of the group known so far).
+
+    Examples:
+      One recorded unit: seed 0 of GD's one-step sweep at ``N = 500``, ``tau0 = 1e-3``, which chooses its step size
+      (the record itself grows while it is being recorded, so the example builds its own):
+
+      >>> g = GROUPS["fig3_left"]; s = settings(g, "gd", 500, 1e-3, 1000.0, 0)
+      >>> unit = {"settings": s, "fitted": True, "rf_test_loss": 0.3, "final_test_loss": 0.1, "final_lrfit": 0.2,
+      ...         "final_wcd": 0.5, "final_train_loss": 1e-7}
+      >>> t = group_table("fig3_left", {unit_key(g, s): unit})
+      >>> float(t["gd"]["lr"][0, 0]), t["gd"]["test_loss"][0, 0], t["gd"]["test_loss"].shape, t["recorded"], t["total"]
+      (1000.0, array([0.1, nan, nan, nan, nan]), (6, 1, 5), 1, 28)
+    """
     if name not in GROUPS:
         raise ValueError(f"unknown group {name!r}; the groups are {', '.join(GROUPS)}.")
     g = GROUPS[name]
@@ -216,7 +239,16 @@ def draw_seeds(ax, x, values, fitted, colour: str, marker: str, label: str):
     (``values`` of shape ``(len(x), S)``, NaN where not recorded) as a faint marker, hollow where
     ``fitted`` is False, and where at least two seeds are recorded the mean of the logarithm with
     its 95% Student-t interval shaded (:func:`~itlin_core.book.mean_field_gn.seed_interval`, as
-    App. C.1 of the paper shades its five runs)."""
+    App. C.1 of the paper shades its five runs).
+
+    Examples:
+      >>> from matplotlib.figure import Figure
+      >>> ax = Figure().subplots()
+      >>> values = np.array([[1e-2, 2e-2], [1e-3, np.nan]])     # two N, two seeds; the second seed at N = 200 missing
+      >>> draw_seeds(ax, [100, 200], values, values < 0.015, "C0", "o", "GN")
+      >>> len(ax.collections), ax.get_legend_handles_labels()[1]      # an interval where both seeds are recorded
+      (1, ['GN'])
+    """
     x, values, fitted = np.asarray(x), np.asarray(values, float), np.asarray(fitted, bool)
     for k in range(values.shape[-1]):
         ok = np.isfinite(values[:, k])

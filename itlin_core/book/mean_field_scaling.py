@@ -31,7 +31,19 @@ def run_sample_size(cfg: TeacherStudentConfig, progress=None) -> dict:
     over ``scaling_tau0s x scaling_*_lrs`` and RF; for each method and ``tau0`` the final metrics
     at the step size with the best final test loss (as the paper reports). Returns
     ``{"n_trains", "tau0s", "gn", "gd"`` (arrays ``(len(tau0s), len(n_trains))`` per metric,
-    plus ``lr``) and ``"rf"`` (test loss, same shape)}``."""
+    plus ``lr``) and ``"rf"`` (test loss, same shape)}``.
+
+    Examples:
+      One training-set size, one ``tau0``, one step size per method, three steps (the smoke preset, shrunk):
+
+      >>> import jax
+      >>> from itlin_core.book.mean_field_gn import teacher_student_config
+      >>> cfg = dataclasses.replace(teacher_student_config("smoke"), n_trains=(40,), scaling_tau0s=(1.0,),
+      ...                           scaling_gn_lrs=(1.0,), scaling_gd_lrs=(10.0,), gn_iterations=3, gd_iterations=3)
+      >>> with jax.enable_x64(True): res = run_sample_size(cfg, progress="off")
+      >>> res["n_trains"], res["gn"]["test_loss"].shape, res["gd"]["lr"], res["rf"].shape
+      (array([40]), (1, 1), array([[10.]]), (1, 1))
+    """
     if not cfg.n_trains:
         raise ValueError("this preset has no n_trains (training-set sizes) to sweep.")
     tau0s = tuple(cfg.scaling_tau0s)
@@ -59,7 +71,19 @@ def run_width(cfg: TeacherStudentConfig, progress=None) -> dict:
     ``scaling_gn_lrs``/``scaling_gd_lrs``, and RF, on one data set; for each method the final
     metrics at the step size with the best final test loss. The initial draw of each width is
     its own (the first ``M`` rows are not shared). Returns ``{"widths", "gn", "gd"}`` (arrays
-    ``(len(widths),)`` per final metric, plus ``lr``) and ``"rf"`` (test loss per width)."""
+    ``(len(widths),)`` per final metric, plus ``lr``) and ``"rf"`` (test loss per width).
+
+    Examples:
+      One width, one step size per method, three steps (the smoke preset, shrunk):
+
+      >>> import jax
+      >>> from itlin_core.book.mean_field_gn import teacher_student_config
+      >>> cfg = dataclasses.replace(teacher_student_config("smoke"), widths=(200,), scaling_gn_lrs=(1.0,),
+      ...                           scaling_gd_lrs=(10.0,), gn_iterations=3, gd_iterations=3)
+      >>> with jax.enable_x64(True): res = run_width(cfg, progress="off")
+      >>> res["widths"], res["gn"]["test_loss"].shape, res["rf"].shape
+      (array([200]), (1,), (1,))
+    """
     if not cfg.widths:
         raise ValueError("this preset has no widths (numbers of hidden units) to sweep.")
     data = teacher_student_problem(cfg)
@@ -81,7 +105,17 @@ def run_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
     temperature in
     ``cfg.betas``, GN over ``gn_lrs`` and GD over ``silu_gd_lrs`` (``gd_lrs`` if empty) at the
     smallest ``tau0``, and RF.
-    Returns ``{beta: {"gn": run, "gd": run, "rf": rf_test_loss}}``."""
+    Returns ``{beta: {"gn": run, "gd": run, "rf": rf_test_loss}}``.
+
+    Examples:
+      >>> import jax
+      >>> from itlin_core.book.mean_field_gn import teacher_student_config
+      >>> cfg = dataclasses.replace(teacher_student_config("smoke"), betas=(1.0,), gn_lrs=(1.0,), silu_gd_lrs=(10.0,),
+      ...                           gn_iterations=3, gd_iterations=3)
+      >>> with jax.enable_x64(True): res = run_silu(cfg, progress="off")
+      >>> list(res), sorted(res[1.0]), res[1.0]["gn"]["tau0"], res[1.0]["gd"]["lr"]
+      ([1.0], ['gd', 'gn', 'rf'], array([0.001]), array([10.]))
+    """
     tau = min(cfg.tau0s)
     out = {}
     for beta in cfg.betas:
@@ -98,7 +132,17 @@ def run_relu_vs_silu(cfg: TeacherStudentConfig, progress=None) -> dict:
     """Arbel et al. 2023, Fig. 7, at ``cfg``'s scale: the step-size sweeps (GN over ``gn_lrs``, GD over
     ``silu_gd_lrs`` or ``gd_lrs``) at ``tau0 = cfg.compare_tau0``, once with ReLU and once with
     SiLU at ``beta = 1`` (teacher and student alike). Returns ``{"relu": entry, "silu": entry}``
-    with entries as in :func:`run_silu`."""
+    with entries as in :func:`run_silu`.
+
+    Examples:
+      >>> import jax
+      >>> from itlin_core.book.mean_field_gn import teacher_student_config
+      >>> cfg = dataclasses.replace(teacher_student_config("smoke"), gn_lrs=(1.0,), silu_gd_lrs=(10.0,),
+      ...                           gn_iterations=3, gd_iterations=3)
+      >>> with jax.enable_x64(True): res = run_relu_vs_silu(cfg, progress="off")
+      >>> list(res), sorted(res["silu"]), res["relu"]["gn"]["tau0"], res["silu"]["gd"]["lr"]
+      (['relu', 'silu'], ['gd', 'gn', 'rf'], array([1.]), array([10.]))
+    """
     out = {}
     for name, act in [("relu", "relu"), ("silu", "silu")]:
         data = teacher_student_problem(cfg, activation=act, beta=1.0)

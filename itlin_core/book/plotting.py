@@ -41,7 +41,14 @@ MAX_FIG_WIDTH = 11.0
 
 
 def use_style():
-    """Apply the book's matplotlib style (call once per notebook)."""
+    """Apply the book's matplotlib style (call once per notebook).
+
+    Examples:
+      >>> with mpl.rc_context():       # here only inside the block; a notebook calls it once, for all figures
+      ...     use_style()
+      ...     mpl.rcParams["figure.dpi"], mpl.rcParams["axes.spines.top"]
+      (110.0, False)
+    """
     mpl.rcParams.update(STYLE)
 
 
@@ -55,7 +62,13 @@ def k_colours(Ks):
     """A colour per K, from dark (K = 1, gradient descent) to light (K large); K = inf is black.
 
     The distinct finite periods are spread evenly over viridis by rank, not by log K, so
-    neighbouring periods (K = 1 and K = 10 beside K = 1000) never get near-identical colours."""
+    neighbouring periods (K = 1 and K = 10 beside K = 1000) never get near-identical colours.
+
+    Examples:
+      >>> colours = k_colours([1, 10, 1000, None])
+      >>> colours[None], len(set(colours.values())), colours[1] == plt.get_cmap("viridis")(K_CMAP_RANGE[0])
+      ('black', 4, True)
+    """
     finite = sorted({int(k) for k in Ks if k is not None and not isinstance(k, str) and k != math.inf})
     cmap = plt.get_cmap("viridis")
     lo, hi = K_CMAP_RANGE
@@ -152,7 +165,20 @@ def stability_figure(results, source, groups) -> dict | None:
     """One panel per group of ``groups`` (names in ``results``) that measured its curvature:
     :func:`plot_stability` of its runs. Returns ``{"crossed": (group, label) of every run whose
     ratio exceeded 1, "diverged": likewise for the runs that diverged, "largest": the largest
-    ratio}``, or ``None`` (and says so) when no such group is in the record shown."""
+    ratio}``, or ``None`` (and says so) when no such group is in the record shown.
+
+    Examples:
+      >>> import matplotlib; matplotlib.use("Agg")
+      >>> rec = {"metrics": {"curvature": np.array([[10.0, 10.0], [50.0, 300.0]])}, "config": {"lr": 0.01},
+      ...        "eval_step": [0, 10], "labels": ["K=1", "K=10"], "Ks": [1, 10], "diverged_at": [None, 10]}
+      >>> out = stability_figure({"fig3": rec}, "a made-up record", ["fig3", "fig11"])   # fig11: not in it
+      source: a made-up record
+      >>> plt.close(plt.gcf())
+      >>> out   # lr * curvature / 2 peaked at 0.25 for K=1 and 1.5 for K=10
+      {'crossed': [('fig3', 'K=10')], 'diverged': [('fig3', 'K=10')], 'largest': 1.5}
+      >>> stability_figure({"fig3": rec}, "a made-up record", ["fig2"])
+      Not shown: the record shown did not measure the curvature of its linearisations.
+    """
     recs = [(g, results[g]) for g in groups if g in (results or {}) and "curvature" in results[g]["metrics"]]
     if not recs:
         print("Not shown: the record shown did not measure the curvature of its linearisations.")
@@ -197,7 +223,15 @@ def mark_feature_updates(ax, record, colours=None, runs=None):
 
 def k_axis(ax, Ks) -> list:
     """A logarithmic x axis over the periods ``Ks`` with a tick and label per K; K = inf (``None``)
-    sits one decade beyond the largest finite K. Returns the x position of each K."""
+    sits one decade beyond the largest finite K. Returns the x position of each K.
+
+    Examples:
+      >>> import matplotlib; matplotlib.use("Agg")
+      >>> fig, ax = plt.subplots()
+      >>> k_axis(ax, [1, 10, None]), [t.get_text() for t in ax.get_xticklabels()]
+      ([1, 10, 100], ['1', '10', '∞'])
+      >>> plt.close(fig)
+    """
     finite = [k for k in Ks if k is not None]
     x_inf = 10 * max(finite) if finite else 1
     xs = [k if k is not None else x_inf for k in Ks]
@@ -219,7 +253,19 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
     of feature updates it used (log axis): the fixed periods joined by a line (each labelled with
     its K where ``annotate_fixed``), the geometric runs (growth factor ``ratio``) and the
     drift-triggered runs as separate markers (:data:`RULE_STYLE`). Runs that diverged are left
-    out. ``ratio``: the geometric runs' common growth factor, for the legend (``None``: not named)."""
+    out. ``ratio``: the geometric runs' common growth factor, for the legend (``None``: not named).
+
+    Examples:
+      >>> import matplotlib; matplotlib.use("Agg")
+      >>> hist = {"families": ["fixed", "fixed", "geometric", "drift"], "labels": ["K=1", "K=10", "g", "d"],
+      ...         "updates": np.array([[1, 1, 1, 1], [100, 10, 6, 4]]),
+      ...         "acc": np.array([[0.1, 0.1, 0.1, 0.1], [0.9, 0.8, 0.85, np.nan]])}   # the drift run diverged
+      >>> fig, ax = plt.subplots()
+      >>> rules_against_updates(ax, hist, "acc", ylabel="final accuracy", ratio=2.0)
+      >>> [(line.get_label(), line.get_xdata().tolist()) for line in ax.get_lines()]
+      [('fixed period K', [10, 100]), ('geometric, ratio 2', [6]), ('drift-triggered', [])]
+      >>> plt.close(fig)
+    """
     fam = np.asarray(hist["families"])
     val, upd = np.asarray(hist[metric][-1], float), np.asarray(hist["updates"][-1])
     names = {"fixed": "fixed period K", "drift": "drift-triggered",

@@ -42,6 +42,13 @@ QUINTIC = {
 
 
 def quintic_config(preset: str | None = None) -> QuinticConfig:
+    """The preset's :class:`QuinticConfig` (:func:`~itlin_core.book.common.per_preset`).
+
+    Examples:
+      >>> cfg = quintic_config("smoke")
+      >>> cfg.n_seeds, cfg.iterations, cfg.dampings, cfg.width, cfg.depth
+      (8, 150, (0.001, 0.1, 10.0, 100.0), 32, 5)
+    """
     return per_preset(QUINTIC, preset)
 
 
@@ -50,7 +57,17 @@ def run_quintic(cfg: QuinticConfig) -> dict:
     seeds and dampings, ``lax.scan`` over iterations: :func:`itlin_core.gn_iterate`). Returns
     ``train_rmse`` and ``test_rmse`` of shape (seeds, dampings), the learnt functions on the test
     grid ``f_test`` (seeds, dampings, 1000), the ``kept`` mask (train RMSE <= ``max_train_rmse``)
-    and the data."""
+    and the data.
+
+    Examples:
+      Two seeds, two dampings, two iterations of a tiny network (the chapter: ``run_quintic(cfg)``):
+
+      >>> cfg = dataclasses.replace(quintic_config("smoke"), n_seeds=2, iterations=2, dampings=(1.0, 10.0), width=8,
+      ...                           depth=1)
+      >>> r = run_quintic(cfg)
+      >>> r["train_rmse"].shape, r["f_test"].shape, r["kept"].dtype
+      ((2, 2), (2, 2, 1000), dtype('bool'))
+    """
 
     data = ic.data.quintic_data()
     x, y, xt, yt = data["x_train"], data["y_train"], data["x_test"], data["y_test"]

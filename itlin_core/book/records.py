@@ -262,6 +262,16 @@ def load_results(chapter: str, preferred=("paper", "colab"), results_dir=None) -
         valid record: not JSON,
         fields the writer could not have written, a ``chapter`` or ``preset`` other than its file
         name's, a seed that is not an integer, ``data`` that is not a dict of run groups (dicts).
+
+    Examples:
+      >>> import tempfile
+      >>> folder = tempfile.mkdtemp()
+      >>> _ = save_results("demo", "smoke", {"fig2": {"acc": np.array([0.5, np.nan])}}, seed=0, results_dir=folder)
+      >>> rec = load_results("demo", ("paper", "smoke"), results_dir=folder)     # the first preset recorded
+      >>> rec["preset"], rec["seed"], rec["data"]["fig2"]["acc"]
+      ('smoke', 0, array([0.5, nan]))
+      >>> load_results("demo", ("paper", "colab"), results_dir=folder) is None
+      True
     """
     if isinstance(preferred, str):
         preferred = (preferred,)

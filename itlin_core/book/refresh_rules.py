@@ -57,6 +57,13 @@ REFRESH = {
 
 
 def refresh_config(preset: str | None = None) -> RefreshConfig:
+    """The preset's :class:`RefreshConfig` (:func:`~itlin_core.book.common.per_preset`).
+
+    Examples:
+      >>> cfg = refresh_config("smoke")
+      >>> cfg.steps, cfg.fixed, cfg.geometric, cfg.tols
+      (600, (1, 100, None), (10,), (0.2,))
+    """
     return per_preset(REFRESH, preset)
 
 
@@ -97,12 +104,25 @@ SMALL = {
 
 
 def small_refresh_config(preset: str | None = None) -> SmallRefreshConfig:
+    """The preset's :class:`SmallRefreshConfig` (:func:`~itlin_core.book.common.per_preset`).
+
+    Examples:
+      >>> cfg = small_refresh_config("smoke")
+      >>> cfg.ts_steps, cfg.fixed[:3], cfg.tols
+      (4000, (1, 10, 30), (0.05, 0.1, 0.2, 0.4))
+    """
     return per_preset(SMALL, preset)
 
 
 def xor_refresh_problem(xcfg: XORConfig | None = None) -> dict:
     """The XOR problem of the XOR chapter (default: its config at ``$ITLIN_PRESET``) as a
-    problem for :func:`run_small_problem`."""
+    problem for :func:`run_small_problem`.
+
+    Examples:
+      >>> p = xor_refresh_problem(dataclasses.replace(xor_config("smoke"), n_train=8, n_test=8, width=8))
+      >>> p["name"], p["steps"], p["error_name"], p["train"][0].shape
+      ('XOR', 8000, 'test RMSE', (8, 2))
+    """
     xcfg = xor_config() if xcfg is None else xcfg
     x, y, xt, yt, model, params0, lam_max = xor_setup(xcfg)
     return {"name": "XOR", "apply": model.apply, "loss": ic.squared_error, "params0": params0,
@@ -114,7 +134,13 @@ def teacher_student_refresh_problem(cfg: SmallRefreshConfig, tcfg: TeacherStuden
     """The teacher-student problem of the mean-field chapter (default: its config at
     ``$ITLIN_PRESET``) at the scale and step size of ``cfg``, as a problem for
     :func:`run_small_problem`. The hidden weights start at ``cfg.ts_tau0`` times the standard
-    normal draw of that chapter and the output weights at 0, as there."""
+    normal draw of that chapter and the output weights at 0, as there.
+
+    Examples:
+      >>> p = teacher_student_refresh_problem(small_refresh_config("smoke"), teacher_student_config("smoke"))
+      >>> p["name"], p["steps"], p["error_name"], p["train"][0].shape, p["test"][0].shape
+      ('teacher-student', 4000, 'test loss', (40, 10), (500, 10))
+    """
     tcfg = teacher_student_config() if tcfg is None else tcfg
     data = ic.data.teacher_student(jax.random.key(tcfg.seed), tcfg.n_train, tcfg.n_test, tcfg.d, tcfg.m_star,
                                    tcfg.activation, tcfg.beta)
@@ -134,7 +160,18 @@ def run_small_problem(problem: dict, cfg: SmallRefreshConfig, progress=None) -> 
     and ``train_error_proxy`` (the proxy being trained), ``test_error_network``, ``updates``
     (linearisations used so far) and ``drift`` (on the training set), plus ``labels``,
     ``families``, ``rules``, ``name``, ``error_name`` and the final ``state``. A run that
-    diverges is kept, with NaN errors."""
+    diverges is kept, with NaN errors.
+
+    Examples:
+      A tiny XOR problem, 4 steps, four rules (the chapter: ``run_small_problem(xor_refresh_problem(), cfg)``):
+
+      >>> xcfg = dataclasses.replace(xor_config("smoke"), n_train=8, n_test=8, width=8, steps=4)
+      >>> cfg = dataclasses.replace(small_refresh_config("smoke"), fixed=(1, None), geometric=(2,), tols=(0.1,),
+      ...                           n_evals=2)
+      >>> h = run_small_problem(xor_refresh_problem(xcfg), cfg, progress="off")
+      >>> h["labels"], h["test_error_proxy"].shape, h["updates"][-1, :3].tolist()
+      (['K=1', 'K=∞', 'geometric(2, 1.5)', 'on_drift(0.1)'], (3, 4), [4, 1, 2])
+    """
     families = rules_of(cfg)
     runs = [(fam, label, rule) for fam, rs in families.items() for label, rule in rs]
     apply_fn, opt = problem["apply"], problem["optimizer"]
@@ -184,7 +221,20 @@ def run_refresh(cfg: RefreshConfig, progress=None, data: dict | None = None, dig
     Returns the :func:`itlin_core.train` history (arrays ``(evals, runs)``): ``test_accuracy_proxy``
     (the model being trained), ``test_accuracy_network``, ``updates`` (linearisations used by the
     steps before the evaluation), ``drift`` and ``ntk`` (``(evals, runs, n, n)``), plus ``labels``,
-    ``families`` (one per run), ``rules``, the final ``state`` and ``n_params``."""
+    ``families`` (one per run), ``rules``, the final ``state`` and ``n_params``.
+
+    Examples:
+      Two rules, 2 steps of a tiny CNN on random stand-in images (the chapter: ``run_refresh(cfg)``):
+
+      >>> x, y = jax.random.normal(jax.random.key(0), (16, 8, 8, 1)), jnp.arange(16) % 10
+      >>> data = {"x_train": x, "y_train": y, "x_test": x[:8], "y_test": y[:8]}
+      >>> digits = dataclasses.replace(digits_config("smoke"), channels=(2, 2), dense=4, batch_size=8)
+      >>> cfg = dataclasses.replace(refresh_config("smoke"), steps=2, eval_every=2, fixed=(1,), geometric=(),
+      ...                           tols=(0.1,), kernel_examples=4)
+      >>> h = run_refresh(cfg, progress="off", data=data, digits=digits)
+      >>> h["labels"], h["ntk"].shape, int(h["updates"][-1, 0]), h["n_test"]
+      (['K=1', 'on_drift(0.1)'], (2, 2, 4, 4), 2, 8)
+    """
     dcfg = digits_config() if digits is None else digits
     data = digits_data(dcfg) if data is None else data
     model = ic.small_cnn(10, (8, 8, 1), dcfg.channels, dcfg.dense)
@@ -216,7 +266,13 @@ def run_refresh(cfg: RefreshConfig, progress=None, data: dict | None = None, dig
 
 def kernel_movement(ntk: np.ndarray) -> dict:
     """From kernels ``(evals, n, n)`` of one run: ``from_init`` (kernel distance to the first) and
-    ``per_interval`` (distance between consecutive evaluations; its first entry is NaN)."""
+    ``per_interval`` (distance between consecutive evaluations; its first entry is NaN).
+
+    Examples:
+      >>> m = kernel_movement(np.stack([np.eye(2), 2 * np.eye(2), np.ones((2, 2))]))   # 2 I: the same shape
+      >>> np.abs(m["from_init"]).round(2).tolist(), np.abs(m["per_interval"]).round(2).tolist()
+      ([0.0, 0.0, 0.29], [nan, 0.0, 0.29])
+    """
     ntk = np.asarray(ntk)
     d0 = np.array([float(ic.kernel_distance(ntk[0], k)) for k in ntk])
     step = np.array([np.nan] + [float(ic.kernel_distance(a, b)) for a, b in zip(ntk[:-1], ntk[1:])])
@@ -225,7 +281,14 @@ def kernel_movement(ntk: np.ndarray) -> dict:
 
 def fixed_below_inf(hist: dict) -> list:
     """The labels of the finite fixed periods whose final test accuracy is below that of
-    ``K = inf`` (the dips of the reference curve)."""
+    ``K = inf`` (the dips of the reference curve).
+
+    Examples:
+      >>> hist = {"families": ["fixed", "fixed", "fixed", "drift"], "labels": ["K=1", "K=10", "K=∞", "on_drift(0.1)"],
+      ...         "test_accuracy_proxy": np.array([[0.9, 0.7, 0.8, 0.6]])}
+      >>> fixed_below_inf(hist)
+      ['K=10']
+    """
     acc, fam, labels = hist["test_accuracy_proxy"][-1], np.asarray(hist["families"]), hist["labels"]
     i_inf = labels.index("K=∞")
     return [labels[i] for i in np.where(fam == "fixed")[0] if i != i_inf and acc[i] < acc[i_inf]]

@@ -28,7 +28,17 @@ def compare_at_equal_updates(hist: dict, cfg, metric: str = "test_accuracy_proxy
     difference ``value / fixed - 1``), ``gain`` (the difference signed so that positive is
     better), ``unit`` (``"points"`` or ``"relative"``) and ``verdict`` (``"better"``, ``"worse"``,
     ``"tied"``: within ``cfg.tie_images`` test images for an accuracy, within the fraction
-    ``cfg.tie_relative`` for a loss; ``"diverged"``; or ``"outside"``)."""
+    ``cfg.tie_relative`` for a loss; ``"diverged"``; or ``"outside"``).
+
+    Examples:
+      >>> import types
+      >>> hist = {"families": ["fixed", "fixed", "geometric", "drift"], "n_test": 500,
+      ...         "labels": ["K=1", "K=100", "geometric(3, 2)", "on_drift(0.2)"],
+      ...         "updates": np.array([[600, 6, 60, 1]]), "test_accuracy_proxy": np.array([[0.9, 0.8, 0.88, 0.7]])}
+      >>> rows = compare_at_equal_updates(hist, types.SimpleNamespace(tie_images=3, tie_relative=0.02))
+      >>> [(r["label"], r["verdict"], round(r["fixed_accuracy"], 3)) for r in rows]
+      [('geometric(3, 2)', 'better', 0.85), ('on_drift(0.2)', 'never refreshed', nan)]
+    """
     val, upd = np.asarray(hist[metric][-1], float), np.asarray(hist["updates"][-1])
     fam = np.asarray(hist["families"])
     fixed = np.where((fam == "fixed") & np.isfinite(val))[0]
@@ -63,7 +73,15 @@ def verdict_counts(rows: list) -> dict:
     hand-written sentence under its comparison: ``runs`` (all adaptive runs), ``better``,
     ``tied``, ``worse``, their sum ``compared``, ``diverged``, ``never`` (never refreshed) and
     ``outside``; and ``best`` and ``worst``, the compared rows of largest and smallest ``gain``
-    (``None`` when no run is compared)."""
+    (``None`` when no run is compared).
+
+    Examples:
+      >>> rows = [{"label": "a", "verdict": "better", "gain": 0.03}, {"label": "b", "verdict": "tied", "gain": -0.001},
+      ...         {"label": "c", "verdict": "never refreshed", "gain": math.nan}]
+      >>> c = verdict_counts(rows)
+      >>> c["runs"], c["better"], c["tied"], c["compared"], c["never"], c["best"]["label"], c["worst"]["label"]
+      (3, 1, 1, 2, 1, 'a', 'b')
+    """
     count = lambda v: sum(r["verdict"] == v for r in rows)
     inside = [r for r in rows if r["verdict"] in ("better", "tied", "worse")]
     return {"runs": len(rows), "better": count("better"), "tied": count("tied"), "worse": count("worse"),
@@ -74,7 +92,14 @@ def verdict_counts(rows: list) -> dict:
 
 
 def never_refreshed(hist: dict, family: str = "drift") -> list:
-    """The labels of the runs of ``family`` that used no linearisation after the initial one."""
+    """The labels of the runs of ``family`` that used no linearisation after the initial one.
+
+    Examples:
+      >>> hist = {"families": ["fixed", "drift", "drift"], "labels": ["K=1", "on_drift(0.1)", "on_drift(0.4)"],
+      ...         "updates": np.array([[1, 1, 1], [50, 3, 1]])}
+      >>> never_refreshed(hist)
+      ['on_drift(0.4)']
+    """
     upd, fam = np.asarray(hist["updates"][-1]), np.asarray(hist["families"])
     return [hist["labels"][i] for i in np.where(fam == family)[0] if upd[i] == 1]
 
@@ -82,7 +107,14 @@ def never_refreshed(hist: dict, family: str = "drift") -> list:
 def refresh_shares(hist: dict, by_step: int, family: str = "drift") -> dict:
     """``{label: share}`` for the runs of ``family``: the fraction of a run's refreshes (its
     linearisations after the initial one) made at evaluations up to ``by_step``; NaN for a run
-    that never refreshed."""
+    that never refreshed.
+
+    Examples:
+      >>> hist = {"families": ["fixed", "drift", "drift"], "labels": ["K=1", "on_drift(0.1)", "on_drift(0.4)"],
+      ...         "eval_step": np.array([0, 50, 100]), "updates": np.array([[1, 1, 1], [50, 2, 1], [100, 5, 1]])}
+      >>> refresh_shares(hist, by_step=50)    # 1 of on_drift(0.1)'s 4 refreshes came by step 50
+      {'on_drift(0.1)': 0.25, 'on_drift(0.4)': nan}
+    """
     upd, fam = np.asarray(hist["updates"]), np.asarray(hist["families"])
     upto = np.asarray(hist["eval_step"]) <= by_step
     out = {}

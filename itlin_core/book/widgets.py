@@ -200,11 +200,17 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
     in live mode) wrapped in :class:`Shown`, so that a cell ending in ``slider(...)`` does not
     display it a second time. The figure is closed afterwards, so no extra still image appears.
 
-    Example::
+    Examples:
+      In static mode (no kernel needed: what the book shows) it displays, and returns, the HTML player:
 
-        fig, ax = plt.subplots()
-        xs = np.linspace(0, 1, 50)
-        slider(fig, lambda k: (ax.clear(), ax.plot(xs, xs ** k)), [1, 2, 3], label="k")
+      >>> import matplotlib; matplotlib.use("Agg")
+      >>> import numpy as np
+      >>> fig, ax = plt.subplots()
+      >>> xs = np.linspace(0, 1, 50)
+      >>> shown = slider(fig, lambda k: (ax.clear(), ax.plot(xs, xs ** k)), [1, 2, 3], label="k", mode="static")
+      <IPython.core.display.HTML object>
+      >>> shown, 'type="range"' in shown.data, plt.fignum_exists(fig.number)    # the figure is closed
+      (Shown(HTML), True, False)
     """
     values = list(values)
     if not values:

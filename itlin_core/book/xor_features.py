@@ -46,6 +46,13 @@ XOR = {
 
 
 def xor_config(preset: str | None = None) -> XORConfig:
+    """The preset's :class:`XORConfig` (:func:`~itlin_core.book.common.per_preset`).
+
+    Examples:
+      >>> cfg = xor_config("smoke")
+      >>> cfg.n_train, cfg.width, cfg.steps, cfg.Ks, cfg.damping_factors
+      (100, 64, 8000, (1, 1000, None), (0.0001, 0.3))
+    """
     return per_preset(XOR, preset)
 
 
@@ -64,7 +71,17 @@ def run_xor(cfg: XORConfig, progress=None) -> dict:
     """Train on XOR with IL for every K (vmapped) and with damped GN for every damping (vmapped);
     return for every run the first-layer features ``W1`` (rows, shape (runs, width, 2)), the
     output weights ``w2`` (runs, width), the feature alignment of Goldwaser and Ge's eq. (11),
-    training and test RMSE, and the same for the initialisation."""
+    training and test RMSE, and the same for the initialisation.
+
+    Examples:
+      A tiny network, 4 IL steps and 2 GN iterations (the chapter: ``run_xor(cfg)``):
+
+      >>> cfg = dataclasses.replace(xor_config("smoke"), n_train=8, n_test=8, width=8, steps=4, Ks=(1, None),
+      ...                           damping_factors=(0.3,), gn_iterations=2)
+      >>> r = run_xor(cfg, progress="off")
+      >>> r["il"]["w1"].shape, r["gn"]["w1"].shape, r["init"]["w1"].shape, r["il"]["converged"].shape
+      ((2, 8, 2), (1, 8, 2), (1, 8, 2), (2,))
+    """
 
     x, y, xt, yt, model, params0, lam_max = xor_setup(cfg)
     opt = optax.sgd(cfg.lr_factor / lam_max)
