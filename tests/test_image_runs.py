@@ -147,7 +147,7 @@ def test_damping_per_run_equals_separate_damped_steps():
     step, _ = ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, (3, 3, 3), damping=lams)
     states = ic.replicate(ic.init_il_state(params, opt), 3)
     singles = [ic.init_il_state(params, opt) for _ in lams]
-    steps1 = [ic.make_il_step(model.apply, ic.softmax_cross_entropy, opt, 3, damping=lam) for lam in lams]
+    steps1 = [jax.jit(ic.make_il_step(model.apply, ic.softmax_cross_entropy, opt, 3, damping=lam)) for lam in lams]
     for _ in range(5):
         states, _ = step(states, (x, y))
         singles = [s1(s, (x, y))[0] for s1, s in zip(steps1, singles)]
