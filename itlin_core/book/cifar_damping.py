@@ -298,7 +298,7 @@ def curvature_along_training(results, source):
         out[label] = (float(k[0]), float(np.nanmax(k)))
     lr = results["fig8_sgd"]["config"]["lr"]
     ax.axhline(2 / lr, color="k", lw=1, ls=(0, (1, 3)), label=f"2 / lr of SGD (lr {lr:g})")
-    ax.set(yscale="log", xlabel="training step", ylabel="largest curvature κmax at the anchor",
+    ax.set(yscale="log", xlabel="training step", ylabel=r"largest curvature $\kappa_{\max}$ at the anchor",
            title="Curvature of each linearised problem")
     ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()

@@ -149,7 +149,7 @@ def plot_stability(ax, record, colours=None):
         if record["diverged_at"][i] is not None and len(ok):
             ax.plot(steps[ok[-1]], ratio[ok[-1], i], "x", color=colours[i], markersize=8)
     ax.axhline(1.0, color="k", lw=1, ls=(0, (1, 3)))
-    ax.set(yscale="log", xlabel="training step", ylabel="lr × κmax / 2 at the anchor")
+    ax.set(yscale="log", xlabel="training step", ylabel=r"$\eta\,\kappa_{\max}/2$ at the anchor")
     return ratio
 
 
