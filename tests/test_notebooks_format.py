@@ -144,3 +144,13 @@ def test_the_introductions_map_lists_every_chapter_with_its_own_level_and_readin
     for path in NOTEBOOKS:
         assert path.stem in rows, f"the map in book/intro.md does not list {path.stem}"
         assert rows[path.stem] == _header(path), f"book/intro.md's row for {path.stem} differs from its top"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_cell_has_its_own_id(path):
+    """nbformat 4.5 gives each cell an ``id``; a cell added without one makes nbformat warn on
+    every read (and will be an error in later versions)."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    ids = [c.get("id") for c in nb["cells"]]
+    assert all(ids), f"{path.name}: cells {[i for i, x in enumerate(ids) if not x]} have no id"
+    assert len(set(ids)) == len(ids), f"{path.name}: two cells share an id"
