@@ -43,7 +43,7 @@ def runs(preset: str) -> dict:
         # measured on this 2-core CPU on 2026-11-27: about 14,400 without BatchNorm, so SGD is
         # stable on the first linearisation only below lr = 2 / 14,400 = 1.4e-4, fifty times below
         # the 7e-3 of the laptop group (whose K = 100 run diverged at step 201); about 22 with
-        # BatchNorm (2 / 22 = 0.09, above its 1e-2, whose runs stayed finite but reached only 35%
+        # BatchNorm (2 / 22 = 0.09, above the earlier laptop rate 1e-2, whose runs stayed finite but reached only 35%
         # training accuracy in 1,000 steps). A rate below 1.4e-4 trains the plain ResNet far too
         # slowly for a CPU recording, so Fig. 10 without BatchNorm is left to a GPU (colab) record.
         # With BatchNorm there is room for a rate several times higher: lr 0.02 (2 / lr = 100, four
