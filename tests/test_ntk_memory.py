@@ -124,3 +124,23 @@ def test_the_estimate_is_within_a_factor_two_of_xlas_count(method, outputs):
         est = 8 * _ntk_memory.kernel_numbers(method, outputs, 60, 60 if x2 is None else 40, x2 is None, costs[0],
                                              ic.count_params(params), batch_size, costs[2])
         assert 0.5 < est / xla < 2.5, (x2 is None, batch_size, est, xla)
+
+
+def test_ntk_bench_checks_every_method_against_the_first_and_reports_as_it_goes():
+    """``bench --ntk`` prints each problem as it finishes (on an H100 the whole bench ran for
+    minutes with nothing printed) and reports how closely the methods agreed; on a CPU they agree
+    to float32 rounding, so the tolerance there is 1e-4 of the kernel's largest entry."""
+    from itlin_core.book import bench
+    import itlin_core as ic
+
+    assert bench.agreement_tolerance() == 1e-4             # the tests run on a CPU
+    seen = []
+    problems = (("MLP 3-8-4, N=5", lambda: ic.mlp([3, 8, 4]), (5, 3)),)
+    res = bench.ntk_bench(rounds=1, methods=("auto", "contraction", "jacobian"),
+                          full_methods=("auto", "contraction"), problems=problems,
+                          log=lambda label, row: seen.append(label))
+    assert seen == ["MLP 3-8-4, N=5"]
+    row = res["MLP 3-8-4, N=5"]
+    assert (row["P"], row["O"]) == (3 * 8 + 8 + 8 * 4 + 4, 4)
+    assert 0.0 <= row["disagreement"] <= 1e-4
+    assert set(row["trace"]) == {"auto", "contraction", "jacobian", "before"}
