@@ -1,5 +1,5 @@
 """The settings the image chapters share: the smoke and laptop scales, our reading of the
-paper's CIFAR10 learning rate, the colab rescaling rule (:func:`scaled`) and :func:`group`, the
+paper's CIFAR10 learning rate, the paper's own rescaling rule (:func:`scaled`) and :func:`group`, the
 :class:`~itlin_core.book.image_runs.ImageRunConfig` of a LeNet-50 on CIFAR10 unless told
 otherwise. Each image chapter module builds its table of run groups from these; every number the
 papers give is used at the ``paper`` preset, and where a setting is not in our copy of the papers
@@ -17,11 +17,11 @@ from .image_runs import ImageRunConfig
 SMOKE = dict(n_eval=64, eval_batch=64, batch_size=32, width=6, probe_train=64, curvature_iterations=3)
 #: Our reading of the CIFAR10 learning rate for finite K: Fig. 4's (the other captions are not in our copy).
 CIFAR_PAPER_LR = 1e-5
-#: colab: lr x 1000, K and steps / 1000 (:func:`scaled`).
-COLAB_C = 1000.0
-#: The SGD rate of the colab groups that are not on the x1000 rule: 5x below the 1e-2 at which
-#: the first H100 record's K = 100 and K = 5,000 diverged (2 / lr = 1,000 against 200), the rate at
-#: which cifar_few_updates' laptop groups kept lambda_max below 2 / lr (peak 719).
+#: The SGD rate of cifar_features' colab groups: 5x below the 1e-2 at which its first H100 record's
+#: K = 100 and K = 5,000 diverged (2 / lr = 1,000 against 200), the rate at which
+#: cifar_few_updates' laptop groups kept lambda_max below 2 / lr (peak 719). At the paper's width
+#: the second H100 record measured more: K = 50 diverged on 4,000 and 16,000 images at this rate,
+#: so cifar_few_updates' colab groups use half of it on 2,000 images (see their comment).
 COLAB_STABLE_LR = 2e-3
 #: The laptop scale of the LeNet-50 groups of every image chapter: 8 channels instead of 50,
 #: minibatches of 64, a 10,000-image training subset and 1,000 evaluated images; with a few
@@ -41,8 +41,9 @@ FULL_BATCH_CHUNK = 500
 
 
 def scaled(c: float, *, lr, Ks, steps, eval_every) -> dict:
-    """The colab rule (Goldwaser and Ge's own, Fig. 11): lr * c, K / c, steps / c (K values that
-    coincide after the division are kept once)."""
+    """Goldwaser and Ge's own rescaling (their Fig. 11): lr * c, K / c, steps / c (K values that
+    coincide after the division are kept once); used where a smaller preset keeps a paper group's
+    training time at a rate whose stability was checked."""
     Ks = tuple(dict.fromkeys(None if k is None else max(1, int(round(k / c))) for k in Ks))
     return dict(lr=lr * c, Ks=Ks, steps=int(steps / c), eval_every=max(1, int(eval_every / c)))
 
@@ -52,4 +53,4 @@ def group(**kw) -> ImageRunConfig:
     return ImageRunConfig(dataset=kw.pop("dataset", "cifar10"), model=kw.pop("model", "lenet50"), **kw)
 
 
-__all__ = ["SMOKE", "CIFAR_PAPER_LR", "COLAB_C", "COLAB_STABLE_LR", "LAPTOP", "LAPTOP_LR", "FULL_BATCH_CHUNK", "scaled", "group"]
+__all__ = ["SMOKE", "CIFAR_PAPER_LR", "COLAB_STABLE_LR", "LAPTOP", "LAPTOP_LR", "FULL_BATCH_CHUNK", "scaled", "group"]
