@@ -32,7 +32,7 @@ SOLUTIONS    ?= show
 # 0.045 s with one (jax.numpy and NumPy alike), so both targets give each process one thread.
 BLAS_ENV     := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-.PHONY: venv book test clean
+.PHONY: venv book test check-newest clean
 
 venv: $(STAMP)
 
@@ -96,6 +96,23 @@ test: $(STAMP)
 	if [ -n "$${ITLIN_PYTEST_RC_FILE:-}" ]; then echo $$rc > "$$ITLIN_PYTEST_RC_FILE"; fi; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit status 5)." >&2; fi; \
 	exit $$rc
+
+# The Colab-like check (itlin_core/book/newest.py): a fresh environment with the newest published
+# jax, jaxlib, optax, numpy and matplotlib (not requirements.txt), itlin_core installed with pip
+# from this repository's committed HEAD (as a chapter's first cell installs it from GitHub on
+# Colab), every chapter executed at smoke in an empty folder outside the repository. Writes
+# NEWEST_STATUS, which the page "Execution statistics" shows; exits non-zero if a chapter failed.
+NEWEST_DIR    ?= $(BUILD_DIR)/newest
+NEWEST_STATUS ?= book/results/newest.json
+NEWEST_PKGS   := jax jaxlib optax numpy matplotlib scipy scikit-learn ipywidgets tqdm ipykernel nbclient nbformat pyyaml
+
+check-newest:
+	rm -rf $(NEWEST_DIR) && $(PYTHON) -m venv $(NEWEST_DIR)/venv
+	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet --upgrade pip
+	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet --upgrade $(NEWEST_PKGS)
+	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet "itlin-core @ git+file://$(CURDIR)"
+	cd $(NEWEST_DIR) && $(BLAS_ENV) XLA_FLAGS="$(TEST_XLA_FLAGS)" venv/bin/python -m itlin_core.book.newest \
+	  --book $(CURDIR) --out $(abspath $(NEWEST_STATUS)) --jobs $(JOBS)
 
 clean:
 	rm -rf $(BUILD_DIR)

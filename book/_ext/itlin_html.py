@@ -164,31 +164,51 @@ class ExecutionStatusInWords(SphinxPostTransform):
                     text.parent.replace(text, nodes.Text(self.WORDS[text.astext().strip()]))
 
 
-class MeasuredCosts(SphinxDirective):
-    """``{itlin-measured-costs}``: the GPU page's tables of measured costs, computed at build time
-    from the committed records and saved timings (:func:`itlin_core.book.costs.costs_markdown`), so
-    that no time or memory figure on the page is typed by hand. The page is rebuilt whenever
+class MarkdownFromResults(SphinxDirective):
+    """A directive whose content is Markdown computed at build time from ``book/results``
+    (:meth:`markdown`), parsed as if written on the page; the page is rebuilt whenever
     ``book/results`` changes (``make book`` clears the cache then)."""
 
     has_content = False
-    optional_arguments = 1     # the preset, default colab
+
+    def markdown(self) -> str:
+        raise NotImplementedError
 
     def run(self):
-        from docutils import nodes
         from docutils.statemachine import StringList
 
+        self.env.note_dependency(str(pathlib.Path(self.env.srcdir) / "book" / "results"))
+        box = nodes.container()
+        self.state.nested_parse(StringList(self.markdown().splitlines(), source=self.name), self.content_offset, box)
+        return box.children
+
+
+class MeasuredCosts(MarkdownFromResults):
+    """``{itlin-measured-costs}``: the GPU page's tables of measured costs, computed from the
+    committed records and saved timings (:func:`itlin_core.book.costs.costs_markdown`), so that no
+    time or memory figure on the page is typed by hand."""
+
+    optional_arguments = 1     # the preset, default colab
+
+    def markdown(self):
         from itlin_core.book import costs
 
-        preset = self.arguments[0] if self.arguments else "colab"
-        self.env.note_dependency(str(pathlib.Path(self.env.srcdir) / "book" / "results"))
-        text = costs.costs_markdown(preset)
-        box = nodes.container()
-        self.state.nested_parse(StringList(text.splitlines(), source="itlin-measured-costs"), self.content_offset, box)
-        return box.children
+        return costs.costs_markdown(self.arguments[0] if self.arguments else "colab")
+
+
+class NewestCheck(MarkdownFromResults):
+    """``{itlin-newest-check}``: the status of the last Colab-like check
+    (:func:`itlin_core.book.newest.status_markdown` of ``book/results/newest.json``)."""
+
+    def markdown(self):
+        from itlin_core.book import newest
+
+        return newest.status_markdown(pathlib.Path(self.env.srcdir) / "book" / "results" / "newest.json")
 
 
 def setup(app):
     app.add_directive("itlin-measured-costs", MeasuredCosts)
+    app.add_directive("itlin-newest-check", NewestCheck)
     app.add_post_transform(ExecutionStatusInWords)
     # late priority: after extensions that add page-specific scripts in html-page-context
     app.connect("html-page-context", dedupe_scripts, priority=900)
