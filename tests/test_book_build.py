@@ -568,13 +568,22 @@ def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
 
 def test_the_gpu_page_tables_are_computed_from_the_records(tmp_path):
     """``{itlin-measured-costs}`` renders the measured costs from the committed records: every
-    image chapter is either in the table (with its GPU named) or listed as not recorded."""
+    image chapter is either in the table (with its GPU named) or listed as not recorded; and
+    ``{itlin-newest-check}`` renders the Colab-like check's status file as a table."""
     from itlin_core.book import costs, image_chapters
 
-    book = small_book(tmp_path, {"page.md": "# Page\n\n```{itlin-measured-costs} colab\n```\n"})
+    book = small_book(tmp_path, {"page.md": "# Page\n\n```{itlin-measured-costs} colab\n```\n\n"
+                                            "```{itlin-newest-check}\n```\n"})
+    (book / "book" / "results").mkdir()
+    (book / "book" / "results" / "newest.json").write_text(json.dumps({
+        "format": 1, "created": "2026-11-27T18:00:00+00:00", "preset": "smoke",
+        "versions": {"python": "3.11.7", "jax": "9.8.7", "jaxlib": "9.8.7", "optax": "0.2.8", "numpy": "2.4.6",
+                     "matplotlib": "3.11.2", "itlin_core": "0.1.0"},
+        "chapters": [{"chapter": "page", "passed": False, "seconds": 3.0, "error": "ValueError: broken"}]}))
     result = build(book, tmp_path / "out", *STRICT)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     html = (tmp_path / "out" / "_build" / "html" / "book" / "page.html").read_text()
+    assert "0 of 1 chapters ran" in html and "jax 9.8.7" in html and "no: ValueError: broken" in html
     rows, sources = costs.group_costs("colab")
     for chapter in image_chapters.CHAPTERS:
         assert (chapter in costs.missing("colab")) != any(r[0] == chapter for r in rows), chapter
