@@ -112,7 +112,7 @@ def scale_table_markdown(chapter: str, preset: str = "colab") -> str:
       >>> for line in scale_table_markdown("cifar_few_updates").splitlines()[:3]: print(line)
       | run group | setting | colab | paper |
       | --- | --- | --- | --- |
-      | `fig2` | steps | 60,000 | 60,000,000 |
+      | `fig2` | steps | 20,000 | 60,000,000 |
     """
     lines = [f"| run group | setting | {preset} | paper |", "| --- | --- | --- | --- |"]
     lines += [f"| `{run}` | {field} | {format_setting(field, a)} | {format_setting(field, b)} |"
@@ -140,7 +140,7 @@ def rule_table(chapter: str, preset: str = "colab") -> str:
 
     Examples:
       >>> [line.split()[:2] for line in rule_table("cifar_few_updates").splitlines()[:2]]   # header, fig2
-      [['run', 'group'], ['fig2', 'yes']]
+      [['run', 'group'], ['fig2', 'no']]
     """
     colab, paper = run_groups(chapter, preset), run_groups(chapter, "paper")
     big = lambda cfg: max((k for k in cfg.Ks if k is not None and not isinstance(k, str)), default=None)
