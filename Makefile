@@ -98,7 +98,7 @@ test: $(STAMP)
 	exit $$rc
 
 # The Colab-like check (itlin_core/book/newest.py): a fresh environment with the newest published
-# jax, jaxlib, optax, numpy and matplotlib (not requirements.txt), itlin_core installed with pip
+# jax, jaxlib, optax, numpy and matplotlib that install on $(PYTHON) (not requirements.txt), itlin_core installed with pip
 # from this repository's committed HEAD (as a chapter's first cell installs it from GitHub on
 # Colab), every chapter executed at smoke in an empty folder outside the repository. Writes
 # NEWEST_STATUS, which the page "Execution statistics" shows; exits non-zero if a chapter failed.

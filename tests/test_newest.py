@@ -2,6 +2,7 @@
 elsewhere, a status that says which chapter ran with which versions, and its page sentence."""
 
 import json
+import pathlib
 
 import nbformat
 import pytest
@@ -51,3 +52,9 @@ def test_bad_input_and_a_damaged_status_say_what_is_wrong(tmp_path, capsys):
     assert "No Colab-like check" in newest.status_markdown(tmp_path / "none.json")
     with pytest.raises(ValueError, match="jobs must be a positive whole number"):
         newest.check(book(tmp_path, {"a": "1"}), damaged, jobs=0)
+    # the tests import itlin_core from this checkout: the check refuses, since it would not test
+    # the install it reports
+    root = pathlib.Path(__file__).resolve().parents[1]
+    with pytest.raises(ValueError, match="not from a copy installed with pip"):
+        newest.check(root, tmp_path / "never.json")
+    assert not (tmp_path / "never.json").exists()

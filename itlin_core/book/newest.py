@@ -5,10 +5,10 @@ status records the Python and every version it got) and ``itlin_core`` installed
 the repository, the way a chapter's first cell installs it on Colab.
 
 ``make check-newest`` builds that environment in ``_build/newest/venv`` and runs, inside it,
-``python -m itlin_core.book.newest --book book --out book/results/newest.json``: the notebooks
+``python -m itlin_core.book.newest --book <repository> --out book/results/newest.json``: the notebooks
 that ``_toc.yml`` lists are copied into an empty temporary folder (so nothing of the checkout is
 on their path) and executed there at ``smoke`` with nbclient, ``--jobs`` at a time; the status (when,
-which package versions, and per chapter whether it ran, how long it took, and the first line of
+which package versions, and per chapter whether it ran, how long it took, and the last line of
 its error) is written atomically as JSON. The page "Execution statistics" renders it
 (:func:`status_markdown`). The command exits with status 1 when a chapter failed, so CI fails
 when a dependency release breaks a chapter, before a reader meets it.
@@ -63,19 +63,26 @@ def run_notebook(path, workdir, timeout: float = 900.0) -> dict:
 
 def check(book_root, out, *, timeout: float = 900.0, jobs: int = 1, log=print) -> dict:
     """Copy every notebook that ``book_root/_toc.yml`` lists into an empty temporary folder,
-    execute them there, ``jobs`` at a time, with :data:`NOTEBOOK_ENV` set (:func:`run_notebook`),
+    execute them there ``jobs`` at a time with :data:`NOTEBOOK_ENV` set (:func:`run_notebook`),
     and write the status to ``out`` (JSON, atomically; chapters in the book's order). Returns the
-    status."""
+    status. ``itlin_core`` must be imported from an installed copy, not from the checkout at
+    ``book_root`` (a ``ValueError`` otherwise), so that the check tests the install it reports."""
     from concurrent.futures import ThreadPoolExecutor
+
+    import itlin_core
+
+    from .execution import toc_notebooks
 
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive whole number of notebooks run at once, got {jobs!r}.")
-    from .execution import toc_notebooks
-
     notebooks = toc_notebooks(book_root) if (Path(book_root) / "_toc.yml").is_file() else []
     if not notebooks:
         raise ValueError(f"book_root {str(book_root)!r} has no _toc.yml listing notebooks; pass the "
                          "repository's root folder.")
+    if Path(itlin_core.__file__).resolve().parent == (Path(book_root) / "itlin_core").resolve():
+        raise ValueError("itlin_core is imported from the checkout at book_root, not from a copy installed with "
+                         "pip, so the check would not test the install; run it through `make check-newest`.")
+
     def one(path):
         r = run_notebook(path, path.parent, timeout)
         log(f"{r['chapter']}: {'passed' if r['passed'] else 'FAILED'} in {r['seconds']:.0f} s"
