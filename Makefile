@@ -36,11 +36,24 @@ BLAS_ENV     := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
 venv: $(STAMP)
 
+# The packages are installed with uv (from PyPI, like pip; pinned below), which downloads and
+# installs them in parallel: measured on this 2-core machine, the requirements installed in a
+# fresh environment in about 10 s with uv against about 2.5 minutes with pip. Where uv cannot be
+# installed, pip does the same installs.
+UV_VERSION   := 0.13.8
+PIP_INSTALL   = $(VENV_PY) -m uv pip install --quiet --python $(VENV_PY)
+
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
-	$(VENV_PY) -m pip install --quiet --upgrade pip
-	$(VENV_PY) -m pip install --quiet -r requirements.txt
-	$(VENV_PY) -m pip install --quiet --no-deps -e .
+	@if $(VENV_PY) -m pip install --quiet uv==$(UV_VERSION); then \
+	  echo "$(PIP_INSTALL) -r requirements.txt" && $(PIP_INSTALL) -r requirements.txt && \
+	  $(PIP_INSTALL) --no-deps -e .; \
+	else \
+	  echo "uv could not be installed; installing with pip (slower)." >&2; \
+	  $(VENV_PY) -m pip install --quiet --upgrade pip && \
+	  $(VENV_PY) -m pip install --quiet -r requirements.txt && \
+	  $(VENV_PY) -m pip install --quiet --no-deps -e .; \
+	fi
 	@touch $@
 
 book: $(STAMP)
@@ -102,6 +115,8 @@ test: $(STAMP)
 # from this repository's committed HEAD (as a chapter's first cell installs it from GitHub on
 # Colab), every chapter executed at smoke in an empty folder outside the repository. Writes
 # NEWEST_STATUS, which the page "Execution statistics" shows; exits non-zero if a chapter failed.
+# The newest packages are installed with uv as in `make venv` (pip where uv cannot be installed);
+# itlin_core with pip, as the chapters' first cell does.
 NEWEST_DIR    ?= $(BUILD_DIR)/newest
 NEWEST_STATUS ?= book/results/newest.json
 NEWEST_PKGS   := jax jaxlib optax numpy matplotlib scipy scikit-learn ipywidgets tqdm ipykernel nbclient nbformat pyyaml
@@ -109,7 +124,9 @@ NEWEST_PKGS   := jax jaxlib optax numpy matplotlib scipy scikit-learn ipywidgets
 check-newest:
 	rm -rf $(NEWEST_DIR) && $(PYTHON) -m venv $(NEWEST_DIR)/venv
 	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet --upgrade pip
-	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet --upgrade $(NEWEST_PKGS)
+	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet uv==$(UV_VERSION) && \
+	  $(NEWEST_DIR)/venv/bin/python -m uv pip install --quiet --python $(NEWEST_DIR)/venv/bin/python --upgrade $(NEWEST_PKGS) || \
+	  $(NEWEST_DIR)/venv/bin/python -m pip install --quiet --upgrade $(NEWEST_PKGS)
 	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet "itlin-core @ git+file://$(CURDIR)"
 	cd $(NEWEST_DIR) && $(BLAS_ENV) XLA_FLAGS="$(TEST_XLA_FLAGS)" venv/bin/python -m itlin_core.book.newest \
 	  --book $(CURDIR) --out $(abspath $(NEWEST_STATUS)) --jobs $(JOBS)
