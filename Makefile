@@ -85,6 +85,9 @@ book: $(STAMP)
 # (tests/test_book_build.py, ordered last by tests/conftest.py) renders them from there and
 # executes only a notebook that is missing. A JAX persistent compilation cache, also fresh and
 # removed afterwards, lets such a second execution reuse the compiled programs of the first.
+# With ITLIN_JAX_CACHE=DIR that cache is DIR and is kept, so that `make check-newest` (which
+# reads the same variable) reuses the programs when its jax is the pinned one (.ci/run does this;
+# JAX keys each program on the jax and jaxlib versions and the XLA flags, so a newer jax misses).
 #
 # The tests compile many small programs and run each for a few steps, so compiling is most of their
 # time: XLA's CPU back end optimises the machine code less (TEST_XLA_FLAGS: LLVM at level 0
@@ -100,12 +103,12 @@ TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0 --xla_llvm_disable_expensiv
                   --xla_cpu_use_fusion_emitters=false
 
 test: $(STAMP)
-	@rc=0; jcache=$$(mktemp -d); bookdir=$$(mktemp -d); \
+	@rc=0; jcache=$${ITLIN_JAX_CACHE:-$$(mktemp -d)}; bookdir=$$(mktemp -d); \
 	XLA_FLAGS="$(TEST_XLA_FLAGS) $${XLA_FLAGS:-}" \
 	JAX_COMPILATION_CACHE_DIR=$$jcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2 ITLIN_TEST_BOOK_DIR=$$bookdir \
 	$(BLAS_ENV) JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off ITLIN_SLIDERS=static \
 	  $(VENV_PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider -n auto --dist loadfile --no-loadscope-reorder --durations=$${ITLIN_DURATIONS:-15} || rc=$$?; \
-	rm -rf "$$jcache" "$$bookdir"; \
+	rm -rf "$$bookdir"; [ -n "$${ITLIN_JAX_CACHE:-}" ] || rm -rf "$$jcache"; \
 	if [ -n "$${ITLIN_PYTEST_RC_FILE:-}" ]; then echo $$rc > "$$ITLIN_PYTEST_RC_FILE"; fi; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit status 5)." >&2; fi; \
 	exit $$rc
@@ -128,7 +131,9 @@ check-newest:
 	  $(NEWEST_DIR)/venv/bin/python -m uv pip install --quiet --python $(NEWEST_DIR)/venv/bin/python --upgrade $(NEWEST_PKGS) || \
 	  $(NEWEST_DIR)/venv/bin/python -m pip install --quiet --upgrade $(NEWEST_PKGS)
 	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet "itlin-core @ git+file://$(CURDIR)"
-	cd $(NEWEST_DIR) && $(BLAS_ENV) XLA_FLAGS="$(TEST_XLA_FLAGS)" venv/bin/python -m itlin_core.book.newest \
+	cd $(NEWEST_DIR) && $(BLAS_ENV) XLA_FLAGS="$(TEST_XLA_FLAGS)" \
+	  $(if $(ITLIN_JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(ITLIN_JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2) \
+	  venv/bin/python -m itlin_core.book.newest \
 	  --book $(CURDIR) --out $(abspath $(NEWEST_STATUS)) --jobs $(JOBS)
 
 clean:
