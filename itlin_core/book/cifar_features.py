@@ -24,6 +24,11 @@ HAS_LAPTOP = True
 #: training accuracy in 12,000 steps and K = 1,000 83% (still rising); the earlier record, 3,000
 #: steps on 1,000 to 10,000 images, fitted only 1,000 (K = 1 at 5,000 images: 54%).
 LAPTOP_SIZES = (500, 1000, 2000, 4000)
+# Recorded with these settings (2026-11-27, one core each, about 99 minutes for the eight groups):
+# every K = inf group and fig5_6 fitted its images, but at lr 5e-3 K = 100 diverged on 1,000 images
+# and more and K = 1,000 on 4,000, each after its anchors' curvature had passed 2 / lr, while
+# K = 1 stayed below it; fig5_6's K = 1,000 reached lr * kappa_max / 2 = 12.7 at its last anchor
+# without diverging. A lower rate for the finite K needs proportionally more steps (a GPU record).
 #: The sizes of the K = inf groups at ``laptop`` (``fig4_fast_n<size>``): the linearised model at
 #: initialisation fits more slowly than any finite K (on 4,000 images, 67% in 12,000 steps at
 #: lr 5e-3), so these groups stop at 1,000 images, where it fitted 84% in 3,000 steps.

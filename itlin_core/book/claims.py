@@ -104,7 +104,13 @@ def best_train_accuracy(rec) -> np.ndarray | None:
     """Per run, the best training accuracy of the model being trained (the proxy, which is the
     network whenever K = 1) over the record's evaluations
     (:func:`~itlin_core.book.image_records.best_accuracy`), or ``None`` where the record does not
-    hold it."""
+    hold it.
+
+    Examples:
+      >>> rec = {"metrics": {"train_accuracy_proxy": [[0.1, 0.1], [0.95, 0.6], [0.9, 0.7]]}}   # (evaluations, runs)
+      >>> best_train_accuracy(rec).tolist(), best_train_accuracy({"metrics": {}})
+      ([0.95, 0.7], None)
+    """
     if "train_accuracy_proxy" not in rec.get("metrics", {}):
         return None
     return best_accuracy(rec, "train_accuracy_proxy")
@@ -112,7 +118,13 @@ def best_train_accuracy(rec) -> np.ndarray | None:
 
 def divergences(rec, runs=None) -> list:
     """``"K=5,000 at step 30,001"`` for each run of ``rec`` (the indices ``runs``, default all)
-    that diverged (:func:`itlin_core.book.image_records.summarise`'s ``diverged_at``)."""
+    that diverged (:func:`itlin_core.book.image_records.summarise`'s ``diverged_at``).
+
+    Examples:
+      >>> rec = {"labels": ["K=1", "K=100", "K=1e3"], "diverged_at": [None, 5601, 17001]}
+      >>> divergences(rec), divergences(rec, [0, 1])
+      (['K=100 at step 5,601', 'K=1e3 at step 17,001'], ['K=100 at step 5,601'])
+    """
     gone = rec.get("diverged_at") or []
     runs = range(len(gone)) if runs is None else runs
     return [f"{rec['labels'][i]} at step {gone[i]:,}" for i in runs if i < len(gone) and gone[i] is not None]
