@@ -149,12 +149,13 @@ def accuracy_against_training_set_size(results):
         ax.set_xticks(all_sizes, [f"{n:,}" for n in all_sizes])
         ax.minorticks_off()
         ax.set_xlabel("training-set size (images)")
-        ax.legend(loc="best", ncol=2)
     axes[0].set(ylabel="best test accuracy (%)", title="Test accuracy, optimal early stopping")
     axes[1].set(ylabel="best training accuracy (%)", title="Did the runs fit their training subset?")
     fig.suptitle("Like the paper's Fig. 4 (LeNet-50): data-subset scaling"
                  + plotting.stand_in_title(results))
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()     # one legend for both panels, below the data
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), frameon=False)
+    fig.tight_layout(rect=(0, 0.06 + 0.06 * -(-len(labels) // 4), 1, 1))
     plt.show()
 
 
