@@ -338,7 +338,7 @@ def test_a_claim_resting_on_a_diverged_run_is_unjudged_and_says_so():
     F = np.array(rec["filters"], dtype=np.float64)
     F[steps > cut, big] = np.nan
     rec["filters"] = F
-    assert np.isnan(cifar_features._filter_norms(rec)[-1, big])
+    assert np.isnan(cifar_features.filter_norms(rec)[-1, big])
     rows = {r["claim"]: r for r in cifar_features.claims(data)}
     for claim in probe_rows:
         assert rows[claim]["verdict"] == "unjudged (diverged)" and f"at step {cut:,}" in rows[claim]["shows"], \

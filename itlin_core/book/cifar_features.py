@@ -240,7 +240,7 @@ def filter_change_norms(results):
     F = np.asarray(rec["filters"], dtype=np.float64)
     steps = np.asarray(rec["eval_step"])
     n_runs = F.shape[1]
-    norms = _filter_norms(rec)
+    norms = filter_norms(rec)
     colours = plotting.run_colours(rec)
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for k, label in enumerate(rec["labels"]):
@@ -260,11 +260,17 @@ def filter_change_norms(results):
 FILTER_RATIO = 0.9
 
 
-def _fig4_table(results, prefix="fig4_n"):
-    """``(sizes, Ks, best)`` of the ``<prefix><size>`` groups: best test accuracy ``(sizes, runs)``."""
+def fig4_table(results, prefix="fig4_n"):
+    """``(sizes, Ks, best)`` of the ``<prefix><size>`` groups: best test accuracy ``(sizes, runs)``.
+
+    Examples:
+      >>> rec = lambda a: {"Ks": [1, None], "metrics": {"test_accuracy_proxy": [[0.1, 0.1], a]}}
+      >>> fig4_table({"fig4_n500": rec([0.3, 0.2]), "fig4_n250": rec([0.25, 0.2])})[0::2]
+      ([250, 500], array([[0.25, 0.2 ],
+             [0.3 , 0.2 ]]))
+    """
     fam = size_groups(results, prefix)
-    sizes = list(fam)
-    Ks = next(iter(fam.values()))["Ks"]
+    sizes, Ks = list(fam), next(iter(fam.values()))["Ks"]
     return sizes, Ks, np.array([best_accuracy(rec) for rec in fam.values()])
 
 
@@ -279,9 +285,14 @@ def _fig4_inf_family(results) -> str | None:
     return None
 
 
-def _filter_norms(rec):
+def filter_norms(rec):
     """The norm of the recorded filters' change from initialisation, ``(evaluations, runs)``: NaN
-    once a run's filters are (a run that diverged), never a silent zero."""
+    once a run's filters are (a run that diverged), never a silent zero.
+
+    Examples:
+      >>> F = np.zeros((2, 2, 5, 5, 3, 1)); F[1, 0, 0, 0, 0, 0] = 3.0; F[1, 1] = np.nan
+      >>> filter_norms({"filters": F}).tolist()     # run 1 diverged by the second evaluation
+      [[0.0, 0.0], [3.0, nan]]"""
     F = np.asarray(rec["filters"], dtype=np.float64)
     return np.sqrt(np.sum(F.reshape(F.shape[0], F.shape[1], -1) ** 2, axis=-1))
 
@@ -305,7 +316,7 @@ def claims(results) -> list:
     def fig4_inf(rec, res):
         if inf_prefix is None:
             return "no K = ∞ run in this record", "setting not reached", []
-        sizes, Ks, best = _fig4_table(res, inf_prefix)
+        sizes, Ks, best = fig4_table(res, inf_prefix)
         i1, ii, tol = Ks.index(1), Ks.index(None), tolerance(rec)
         gaps = best[:, i1] - best[:, ii]
         return ("K=1 minus K=∞, best accuracy" + at_rate(res, inf_prefix) + ": "
@@ -317,7 +328,7 @@ def claims(results) -> list:
         sizes = list(size_groups(res, inf_prefix)) if inf_prefix else []
         if len(sizes) < 2:
             return "needs K = ∞ and two training-set sizes", "setting not reached", []
-        sizes, Ks, best = _fig4_table(res, inf_prefix)
+        sizes, Ks, best = fig4_table(res, inf_prefix)
         i1, ii, tol = Ks.index(1), Ks.index(None), tolerance(rec)
         gain = best[-1] - best[0]
         return (f"from n={sizes[0]:,} to n={sizes[-1]:,}{at_rate(res, inf_prefix)}: K=1 gains {100 * gain[i1]:+.1f} "
@@ -325,7 +336,7 @@ def claims(results) -> list:
                 [(f"{inf_prefix}{n}", i) for n in (sizes[0], sizes[-1]) for i in (i1, ii)])
 
     def fig4_finite(rec, res):
-        sizes, Ks, best = _fig4_table(res)
+        sizes, Ks, best = fig4_table(res)
         if len(sizes) < 2:
             return "needs two training-set sizes", "setting not reached", []
         i1, tol = Ks.index(1), tolerance(rec)
@@ -361,7 +372,7 @@ def claims(results) -> list:
 
     def filters(rec, _):
         Ks, i1, big = pair(rec)
-        norms, steps = _filter_norms(rec), np.asarray(rec["eval_step"])
+        norms, steps = filter_norms(rec), np.asarray(rec["eval_step"])
         ratio = norms[-1, big] / norms[-1, i1]
         reached = np.flatnonzero(norms[:, i1] >= norms[-1, big])
         when = (f"; K=1 had moved as far at step {steps[reached[0]]:,} of {steps[-1]:,}" if len(reached) else "")
@@ -386,4 +397,4 @@ def claims(results) -> list:
               "norm of the first-layer filters' change from initialisation", "fig5_6", filters)])
 
 
-__all__ = ["PAPER_RANGE", "HAS_LAPTOP", "LAPTOP_SIZES", "LAPTOP_FAST_SIZES", "LAPTOP_FAST_LR", "laptop_steps", "FILTER_RATIO", "claims", "runs", "size_groups", "accuracy_against_training_set_size", "linear_probe_accuracy", "first_layer_filters", "filter_change_norms"]
+__all__ = ["PAPER_RANGE", "HAS_LAPTOP", "LAPTOP_SIZES", "LAPTOP_FAST_SIZES", "LAPTOP_FAST_LR", "laptop_steps", "FILTER_RATIO", "claims", "runs", "size_groups", "accuracy_against_training_set_size", "linear_probe_accuracy", "first_layer_filters", "filter_change_norms", "fig4_table", "filter_norms"]
