@@ -10,7 +10,7 @@ import numpy as np
 
 from . import plotting
 from .image_settings import CIFAR_PAPER_LR, COLAB_STABLE_LR, LAPTOP, LAPTOP_LR, SMOKE, group
-from .claims import Claim, divergences, judge, pct, tolerance
+from .claims import Claim, best_train_accuracy, divergences, judge, pct, tolerance
 from .image_records import best_accuracy
 
 #: Goldwaser and Ge's Fig. 6 maps a filter change in [-0.5, 0.5] to [0, 1].
@@ -24,11 +24,10 @@ HAS_LAPTOP = True
 #: training accuracy in 12,000 steps and K = 1,000 83% (still rising); the earlier record, 3,000
 #: steps on 1,000 to 10,000 images, fitted only 1,000 (K = 1 at 5,000 images: 54%).
 LAPTOP_SIZES = (500, 1000, 2000, 4000)
-# Recorded with these settings (2026-11-27, one core each, about 99 minutes for the eight groups):
-# every K = inf group and fig5_6 fitted its images, but at lr 5e-3 K = 100 diverged on 1,000 images
-# and more and K = 1,000 on 4,000, each after its anchors' curvature had passed 2 / lr, while
-# K = 1 stayed below it; fig5_6's K = 1,000 reached lr * kappa_max / 2 = 12.7 at its last anchor
-# without diverging. A lower rate for the finite K needs proportionally more steps (a GPU record).
+# Recorded with these settings (2026-11-27, one core each, about 99 minutes for the eight groups): every K = inf
+# group and fig5_6 fitted its images, but at lr 5e-3 K = 100 diverged on 1,000 images and more and K = 1,000 on
+# 4,000, each after its anchors' curvature had passed 2 / lr, while K = 1 stayed below it; fig5_6's K = 1,000
+# reached lr * kappa_max / 2 = 12.7 at its last anchor without diverging. A lower rate needs more steps (GPU).
 #: The sizes of the K = inf groups at ``laptop`` (``fig4_fast_n<size>``): the linearised model at
 #: initialisation fits more slowly than any finite K (on 4,000 images, 67% in 12,000 steps at
 #: lr 5e-3), so these groups stop at 1,000 images, where it fitted 84% in 3,000 steps.
@@ -81,12 +80,10 @@ def runs(preset: str) -> dict:
                                       lr=CIFAR_PAPER_LR, n_train=n)
             out[f"fig4_fast_n{n}"] = group(steps=200_000, eval_every=2000, Ks=(1, None), lr=1e-3, n_train=n)
         return out
-    # colab: not the lr x 1000 rule. Its rate 1e-2 is above 2 / lambda_max for anchors reached in
-    # training (the first H100 record: K = 100 diverged at steps 900-1,300 and K = 5,000 at the
-    # relinearisation at step 30,000). Finite K train at COLAB_STABLE_LR with the curvature
-    # measured at every evaluation; fig5_6 keeps the paper's 12 linearisations (K = steps / 12).
-    # K = inf trains, as Fig. 4's dashed lines, in its own group at a larger rate beside K = 1
-    # (the first record's K = 1 and K = inf at 1e-2 did not diverge).
+    # colab: not the lr x 1000 rule, whose 1e-2 is above 2 / lambda_max at anchors reached in training (first
+    # H100 record: K = 100 diverged at steps 900-1,300, K = 5,000 at the relinearisation at step 30,000). Finite
+    # K at COLAB_STABLE_LR, curvature at every evaluation; fig5_6 with the paper's 12 linearisations (K = steps
+    # / 12); K = inf, as Fig. 4's dashed lines, in its own group at 1e-2 beside K = 1 (neither diverged there).
     curv = dict(curvature_batch=256)
     out = {"fig5_6": group(lr=COLAB_STABLE_LR, Ks=(1, 5000), steps=60_000, eval_every=2000, augment=True,
                            probes=True, n_filters=3, n_eval=2000, probe_train=2000, **curv)}
@@ -110,8 +107,7 @@ def size_groups(results, prefix) -> dict:
 
 
 def accuracy_against_training_set_size(results):
-    """Fig. 4: best test (and training) accuracy against the training-set size, per K; prints
-    the table behind it."""
+    """Fig. 4: best test (and training) accuracy against the training-set size, per K; prints the table behind it."""
     if results is None:
         print("Fig. 4 not shown: no recorded result.")
         return
@@ -194,8 +190,7 @@ def first_layer_filters(results):
         return
     rec = results["fig5_6"]
     F = np.asarray(rec["filters"], dtype=np.float64)       # (evaluations, runs, 5, 5, channels, filters)
-    steps = np.asarray(rec["eval_step"])
-    n_runs, n_filters = F.shape[1], F.shape[-1]
+    steps, n_runs, n_filters = np.asarray(rec["eval_step"]), F.shape[1], F.shape[-1]
     cols = np.unique(np.linspace(1, len(steps) - 1, min(6, len(steps) - 1)).round().astype(int))
     largest = float(np.nanmax(np.abs(F[cols])))
     r = PAPER_RANGE if not rec["stand_in"] else largest
@@ -237,10 +232,7 @@ def filter_change_norms(results):
         print("Fig. 6 (filter-change norms) not shown: no recorded result.")
         return
     rec = results["fig5_6"]
-    F = np.asarray(rec["filters"], dtype=np.float64)
-    steps = np.asarray(rec["eval_step"])
-    n_runs = F.shape[1]
-    norms = filter_norms(rec)
+    steps, norms = np.asarray(rec["eval_step"]), filter_norms(rec)
     colours = plotting.run_colours(rec)
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for k, label in enumerate(rec["labels"]):
@@ -270,18 +262,34 @@ def fig4_table(results, prefix="fig4_n"):
              [0.3 , 0.2 ]]))
     """
     fam = size_groups(results, prefix)
-    sizes, Ks = list(fam), next(iter(fam.values()))["Ks"]
-    return sizes, Ks, np.array([best_accuracy(rec) for rec in fam.values()])
+    return list(fam), next(iter(fam.values()))["Ks"], np.array([best_accuracy(rec) for rec in fam.values()])
 
 
-def _fig4_inf_family(results) -> str | None:
-    """The prefix of the groups that hold K = inf beside K = 1: ``fig4_n`` where those groups
-    train it with the finite K, else ``fig4_fast_n`` (the paper's Fig. 4 trains K = inf, with
-    K = 1 for comparison, at a larger rate: its dashed lines); ``None`` when neither does."""
+def k1_against_kinf(results) -> dict | None:
+    """Fig. 4's K = 1 against K = inf as its two claims judge it and the chapter cites it, from the
+    groups that train K = inf beside K = 1 (``prefix``: ``fig4_n`` where those train it with the
+    finite K, else ``fig4_fast_n``, the paper's dashed lines at a larger rate; ``None`` if none
+    do): ``sizes``, ``gaps`` (K = 1 minus K = inf, best test accuracy, per size), ``gains``
+    (``(K = 1, K = inf)`` from the smallest to the largest set), ``tol`` (:func:`tolerance`) and ``fitted`` (the
+    lowest best training accuracy of the runs, NaN where a record lacks it). Fractions, not points.
+
+    Examples:
+      >>> rec = lambda a: {"Ks": [1, None], "n_eval": 1000, "metrics": {"test_accuracy_proxy": [[0.1, 0.1], a],
+      ...                  "train_accuracy_proxy": [[0.5, 0.5], [1.0, 0.99]]}}
+      >>> c = k1_against_kinf({"fig4_fast_n250": rec([0.25, 0.2]), "fig4_fast_n500": rec([0.3, 0.2])})
+      >>> c["prefix"], c["sizes"], np.round(c["gaps"], 2).tolist(), np.round(c["gains"], 2).tolist(), c["fitted"]
+      ('fig4_fast_n', [250, 500], [0.05, 0.1], [0.05, 0.0], 0.99)
+    """
     for prefix in ("fig4_n", "fig4_fast_n"):
-        fam = size_groups(results, prefix)
+        fam = size_groups(results or {}, prefix)
         if fam and all(None in rec["Ks"] and 1 in rec["Ks"] for rec in fam.values()):
-            return prefix
+            sizes, Ks, best = fig4_table(results, prefix)
+            i1, ii = Ks.index(1), Ks.index(None)
+            return {"prefix": prefix, "sizes": sizes, "gaps": best[:, i1] - best[:, ii], "i1": i1, "iinf": ii,
+                    "gains": (best[-1, i1] - best[0, i1], best[-1, ii] - best[0, ii]),
+                    "tol": tolerance(next(iter(fam.values()))),
+                    "fitted": float(np.min([np.nan if f is None else f.min() for f in map(best_train_accuracy,
+                                                                                         fam.values())]))}
     return None
 
 
@@ -298,42 +306,36 @@ def filter_norms(rec):
 
 
 def claims(results) -> list:
-    """The paper's claims for Figs. 4, 5 and 6, each judged from a record (rows of
-    :func:`itlin_core.book.claims.judge`). Fig. 4 is judged on the ``fig4_n<size>`` groups (the
-    row names the smallest of them), gains from the smallest to the largest training set;
-    accuracies are equal within :func:`itlin_core.book.claims.tolerance`, a difference of
-    gains within twice that. The criteria are fixed here, before any record is read."""
+    """The paper's claims for Figs. 4, 5 and 6, each judged from a record (rows of :func:`itlin_core.book.claims.judge`).
+    Fig. 4 on the ``<prefix><size>`` groups (the row names the smallest), gains from the smallest to the largest set;
+    accuracies are equal within :func:`tolerance`, gains within twice that. Criteria fixed before any record was read."""
     results = results or {}
     fig4_first = next(iter(size_groups(results, "fig4_n")), None)
     fig4_name = "fig4_n-" if fig4_first is None else f"fig4_n{fig4_first}"
-    inf_prefix = _fig4_inf_family(results)
-    inf_name = fig4_name if inf_prefix is None else f"{inf_prefix}{next(iter(size_groups(results, inf_prefix)))}"
+    inf = k1_against_kinf(results)
+    inf_prefix = inf and inf["prefix"]
+    inf_name = fig4_name if inf is None else f"{inf_prefix}{inf['sizes'][0]}"
 
     def at_rate(res, prefix):
         rec = next(iter(size_groups(res, prefix).values()))
         return f" (lr {rec['config']['lr']:g})" if prefix != "fig4_n" else ""
 
     def fig4_inf(rec, res):
-        if inf_prefix is None:
+        if inf is None:
             return "no K = ∞ run in this record", "setting not reached", []
-        sizes, Ks, best = fig4_table(res, inf_prefix)
-        i1, ii, tol = Ks.index(1), Ks.index(None), tolerance(rec)
-        gaps = best[:, i1] - best[:, ii]
+        sizes, gaps, tol = inf["sizes"], inf["gaps"], inf["tol"]
         return ("K=1 minus K=∞, best accuracy" + at_rate(res, inf_prefix) + ": "
-                + ", ".join(f"n={n:,}: {100 * g:+.1f}" for n, g in zip(sizes, gaps))
-                + f" points (equal within {100 * tol:.1f})", bool(np.all(gaps > tol)),
-                [(f"{inf_prefix}{n}", i) for n in sizes for i in (i1, ii)])
+                + ", ".join(f"n={n:,}: {100 * g:+.1f}" for n, g in zip(sizes, gaps)) + f" points (equal within "
+                f"{100 * tol:.1f})", bool(np.all(gaps > tol)), [(f"{inf_prefix}{n}", i) for n in sizes
+                                                                 for i in (inf["i1"], inf["iinf"])])
 
     def fig4_gain(rec, res):
-        sizes = list(size_groups(res, inf_prefix)) if inf_prefix else []
-        if len(sizes) < 2:
+        if inf is None or len(inf["sizes"]) < 2:
             return "needs K = ∞ and two training-set sizes", "setting not reached", []
-        sizes, Ks, best = fig4_table(res, inf_prefix)
-        i1, ii, tol = Ks.index(1), Ks.index(None), tolerance(rec)
-        gain = best[-1] - best[0]
-        return (f"from n={sizes[0]:,} to n={sizes[-1]:,}{at_rate(res, inf_prefix)}: K=1 gains {100 * gain[i1]:+.1f} "
-                f"points, K=∞ {100 * gain[ii]:+.1f}", bool(gain[i1] - gain[ii] > tol),
-                [(f"{inf_prefix}{n}", i) for n in (sizes[0], sizes[-1]) for i in (i1, ii)])
+        sizes, (g1, ginf) = inf["sizes"], inf["gains"]
+        return (f"from n={sizes[0]:,} to n={sizes[-1]:,}{at_rate(res, inf_prefix)}: K=1 gains {100 * g1:+.1f} "
+                f"points, K=∞ {100 * ginf:+.1f}", bool(g1 - ginf > inf["tol"]),
+                [(f"{inf_prefix}{n}", i) for n in (sizes[0], sizes[-1]) for i in (inf["i1"], inf["iinf"])])
 
     def fig4_finite(rec, res):
         sizes, Ks, best = fig4_table(res)
@@ -356,11 +358,9 @@ def claims(results) -> list:
                 ok = ok and a[-1, i] > a[0, i] + tol
         return "; ".join(parts), ok
 
-    def pair(rec):
+    def pair(rec):   # (Ks, K = 1's run, the largest finite K's run)
         Ks = rec["Ks"]
-        i1 = Ks.index(1)
-        big = max((i for i, k in enumerate(Ks) if isinstance(k, int) and k != 1), key=lambda i: Ks[i])
-        return Ks, i1, big
+        return Ks, Ks.index(1), max((i for i, k in enumerate(Ks) if isinstance(k, int) and k != 1), key=Ks.__getitem__)
 
     def probes_big_k(rec, _):
         (Ks, i1, big), tol, parts, ok = pair(rec), tolerance(rec), [], True
@@ -397,4 +397,4 @@ def claims(results) -> list:
               "norm of the first-layer filters' change from initialisation", "fig5_6", filters)])
 
 
-__all__ = ["PAPER_RANGE", "HAS_LAPTOP", "LAPTOP_SIZES", "LAPTOP_FAST_SIZES", "LAPTOP_FAST_LR", "laptop_steps", "FILTER_RATIO", "claims", "runs", "size_groups", "accuracy_against_training_set_size", "linear_probe_accuracy", "first_layer_filters", "filter_change_norms", "fig4_table", "filter_norms"]
+__all__ = ["PAPER_RANGE", "HAS_LAPTOP", "LAPTOP_SIZES", "LAPTOP_FAST_SIZES", "LAPTOP_FAST_LR", "laptop_steps", "FILTER_RATIO", "claims", "runs", "size_groups", "accuracy_against_training_set_size", "linear_probe_accuracy", "first_layer_filters", "filter_change_norms", "fig4_table", "filter_norms", "k1_against_kinf"]
