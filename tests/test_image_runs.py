@@ -317,7 +317,7 @@ def test_lenet_features_are_the_networks_blocks():
 def test_other_models_and_data_train(model, dataset, cifar, mnist):
     data = cifar if dataset == "cifar10" else mnist
     c = cfg(model=model, dataset=dataset, Ks=(1, 2), steps=4, eval_every=2, lr=0.01, augment=model == "resnet18_bn",
-            width=2 if model != "lenet50" else 4)
+            width=2 if model != "lenet50" else 4, n_eval=32)
     rec = irec.summarise(ir.run_images(c, data, progress="off"))
     assert rec["diverged_at"] == [None, None]
     at = rec["eval_step"] % 2 == 0

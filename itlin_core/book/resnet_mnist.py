@@ -67,8 +67,9 @@ def runs(preset: str) -> dict:
                 "cifar_lr1e-4": group(lr=high, Ks=(1, 2, 5, 10), steps=4000, eval_every=100, **CIFAR_SUBSET),
                 "cifar_lr1e-5": group(lr=low, Ks=(1, 10, 100, 1000), steps=24_000, eval_every=500, **CIFAR_SUBSET)}
     if preset == "smoke":
-        # the ResNets for 10 steps only: at smoke a ResNet step costs ten LeNet steps on a CPU
-        base = dict(steps=10, eval_every=5, **dict(SMOKE, width=4))
+        # the ResNets for 10 steps only, evaluated on 32 test images: at smoke a ResNet step costs
+        # ten LeNet steps on a CPU
+        base = dict(steps=10, eval_every=5, **dict(SMOKE, width=4, n_eval=32, eval_batch=32))
         return {"fig10_plain": group(model="resnet18", Ks=(1, 5), lr=1e-3, **base),
                 "fig10_bn": group(model="resnet18_bn", Ks=(1, 5), lr=1e-2, augment=True, **base),
                 "mnist_lr1e-4": group(dataset="mnist", Ks=(1, 5, None), lr=0.02, steps=40, eval_every=10, **SMOKE),
