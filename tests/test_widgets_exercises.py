@@ -377,3 +377,30 @@ def test_round2_test_problems_tell_the_mistakes_apart():
     assert abs(pb["_AGREE"] - pb["_AGREE_1HOT"]) > 1 / 60 and abs(pb["_AGREE"] - 0.5) > 1 / 60
     assert 0 < pb["_SAME"] < 1 - 1 / 80 and abs(pb["_SAME"] - 0.5) > 1 / 80
     assert any(K is None for cfg in pb["_GROUPS"] for K in cfg.Ks)
+
+
+def test_check_drift_rule_ends_passes_the_solution_and_explains_typical_mistakes(capsys):
+    """The solution of ``ex-refresh-ends`` (one initialisation, one sequence of minibatches, the
+    rule passed to the step) passes; a run that ignores its rule, one that draws a new
+    initialisation per call, one that returns the parameters instead of the state, and one that
+    raises each fail with their hint."""
+    net = ic.mlp([4, 8, 3], "tanh")
+    params0 = net.init(jax.random.key(0))
+    x, y = jax.random.normal(jax.random.key(1), (32, 4)), jax.random.randint(jax.random.key(2), (32,), 0, 3)
+    batches, opt = ic.minibatches(jax.random.key(3), x, y, 8), optax.sgd(0.5)
+
+    def run(rule, start=params0):
+        step = ic.make_il_step(net.apply, ic.softmax_cross_entropy, opt, rule)
+        return ic.train(step, ic.init_il_state(start, opt), batches, 6)[0]
+
+    calls = iter(range(100))
+    wrongs = [(lambda rule: run(1), "does not use"),
+              (lambda rule: run(rule, net.init(jax.random.key(10 + next(calls)))), "from the same parameters"),
+              (lambda rule: run(rule).params, "must return the IL state"),
+              (lambda rule: 1 / 0, "ZeroDivisionError")]
+    assert exercises_features.check_drift_rule_ends(run) is True
+    assert "✔" in capsys.readouterr().out
+    for wrong, says in wrongs:
+        assert exercises_features.check_drift_rule_ends(wrong) is False, says
+        out = capsys.readouterr().out
+        assert "✘" in out and says in out, (says, out)

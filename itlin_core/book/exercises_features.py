@@ -1,6 +1,7 @@
 """Exercise checkers about features, fitted curves and Gauss-Newton steps: how far weights moved,
 how aligned the units that matter are, the mean-field kernel at initialisation, a power law's
-extrapolation, truncated GN's distance to the GN step, the NTK's smallest direction.
+extrapolation, truncated GN's distance to the GN step, the NTK's smallest direction, the two ends
+of the drift-triggered refresh rule.
 
 As in :mod:`itlin_core.book.exercises`, each ``check_*`` compares the student's answer with the
 package's own implementation or a reference computed here, prints a verdict with a hint where the
@@ -203,5 +204,38 @@ def check_hard_pair(lam_min, p_min, k_star, apply, params, x, y, lr, *, rtol: fl
     return _report(True, f"lambda_min, p_min and k* at {len(k_star)} tolerances are right")
 
 
+def check_drift_rule_ends(fn: Callable) -> bool:
+    """Check ``fn(rule) -> state``, a short IL run (the state :func:`itlin_core.train` returns) from
+    one initialisation on one sequence of minibatches, for the two ends of the drift rule (exercise
+    ``ex-refresh-ends``): ``on_drift(0.0)`` must give exactly the parameters and feature-update count
+    of ``K = 1``, ``on_drift(inf)`` exactly those of ``K = None``, and ``K = 1`` must differ from
+    ``K = None`` (a function that ignores its rule would pass the first two)."""
+    from ..relinearise import on_drift
+    runs = {}
+    for name, rule in (("on_drift(0.0)", on_drift(0.0)), ("K=1", 1), ("on_drift(inf)", on_drift(math.inf)),
+                       ("K=None", None)):
+        got, failed = _call(fn, rule)
+        if failed is not None:
+            return failed
+        if not hasattr(got, "params") or not hasattr(got, "updates"):
+            return _report(False, f"fn({name}) must return the IL state of ic.train (with .params and .updates), "
+                                  f"got {type(got).__name__}")
+        runs[name] = (_flat(got.params), int(got.updates))
+    if np.array_equal(runs["K=1"][0], runs["K=None"][0]):
+        return _report(False, "K = 1 and K = None gave the same parameters",
+                       "hint: your function does not use its rule: pass it to ic.make_il_step")
+    for drift, fixed in (("on_drift(0.0)", "K=1"), ("on_drift(inf)", "K=None")):
+        (a, na), (b, nb) = runs[drift], runs[fixed]
+        if a.shape != b.shape or not np.array_equal(a, b):
+            close = a.shape == b.shape and np.allclose(a, b, rtol=1e-5, atol=1e-7)
+            return _report(False, f"{drift} and {fixed} gave different parameters",
+                           "hint: " + ("nearly equal is not enough: both must take the same arithmetic path"
+                                       if close else "start every run from the same parameters and train it on the"
+                                       " same minibatches (build them once, outside fn)"))
+        if na != nb:
+            return _report(False, f"{drift} used {na} feature updates and {fixed} {nb}")
+    return _report(True, "both ends of the drift rule are the fixed periods, parameters and feature updates exactly")
+
+
 __all__ = ["check_relative_change", "check_weighted_alignment", "check_init_kernel", "check_power_law_prediction",
-           "check_tgn_distance", "check_hard_pair"]
+           "check_tgn_distance", "check_hard_pair", "check_drift_rule_ends"]
