@@ -404,3 +404,24 @@ def test_check_drift_rule_ends_passes_the_solution_and_explains_typical_mistakes
         assert exercises_features.check_drift_rule_ends(wrong) is False, says
         out = capsys.readouterr().out
         assert "✘" in out and says in out, (says, out)
+
+
+def test_check_pixel_probe_passes_the_solution_and_explains_typical_mistakes(capsys):
+    """``ex-digits-pixels``: the probe on the first images with the chapter's ridge passes; its
+    training accuracy, a percentage, a probe on all training images, one with the default ridge
+    and a word fail with their hints."""
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(3, 4, 4, 1))
+    y, yt = rng.integers(0, 3, 120), rng.integers(0, 3, 80)
+    data = {"x_train": centres[y] + 1.5 * rng.normal(size=(120, 4, 4, 1)), "y_train": y,
+            "x_test": centres[yt] + 1.5 * rng.normal(size=(80, 4, 4, 1)), "y_test": yt}
+    rows = lambda a: a.reshape(len(a), -1)
+    probe = lambda n, lam: ic.linear_probe(rows(data["x_train"][:n]), y[:n], rows(data["x_test"]), yt, ridge=lam)
+    right = probe(30, 0.3)
+    wrongs = [(float(right["train_accuracy"]), "training accuracy"), (100 * float(right["test_accuracy"]), "percentage"),
+              (float(probe(120, 0.3)["test_accuracy"]), "first 30 training images"),
+              (float(probe(30, 1e-3)["test_accuracy"]), "ridge=cfg.probe_ridge"), ("high", "finite number")]
+    # the wrong answers differ from the right one by more than the checker's slack of one image
+    assert all(abs(w - float(right["test_accuracy"])) > 1 / 80 for w, _ in wrongs[:4]), wrongs
+    assert_checker("pixel probe", lambda a: exercises_images.check_pixel_probe(a, data, 30, 0.3),
+                   float(right["test_accuracy"]), wrongs, capsys)

@@ -1,6 +1,6 @@
-"""Exercise checkers of the image chapters: how often two classifiers agree, how long a damped
-Gauss-Newton step is, and what a run group's settings mean per linearisation (``eta K``, feature
-updates, epochs).
+"""Exercise checkers of the image chapters: how often two classifiers agree, how well a linear
+probe reads raw pixels, how long a damped Gauss-Newton step is, and what a run group's settings
+mean per linearisation (``eta K``, feature updates, epochs).
 
 As in :mod:`itlin_core.book.exercises`, each ``check_*`` compares the student's answer with the
 package's own implementation or a reference computed here, prints a verdict with a hint where the
@@ -224,5 +224,41 @@ def check_epochs_per_linearisation(fn: Callable, configs) -> bool:
     return _report(True, f"the epochs per linearisation are right for {len(pairs)} runs")
 
 
+def check_pixel_probe(accuracy, data, n_train: int, ridge: float) -> bool:
+    """Check the test accuracy of a linear probe on the raw pixels (exercise ``ex-digits-pixels``):
+    :func:`itlin_core.linear_probe` fitted here on the first ``n_train`` training images of
+    ``data`` (``x_train``, ``y_train``, ``x_test``, ``y_test``, images flattened to one row each)
+    with relative ridge ``ridge``, within one test image. Hints for the probe's training
+    accuracy, a percentage, all training images instead of the first ``n_train``, and the
+    default ridge instead of ``ridge``."""
+    from ..metrics import linear_probe
+    x, y = np.asarray(data["x_train"]), np.asarray(data["y_train"])
+    xt, yt = np.asarray(data["x_test"]), np.asarray(data["y_test"])
+    rows = lambda a: a.reshape(len(a), -1)
+
+    def probe(n, lam):
+        r = linear_probe(rows(x[:n]), y[:n], rows(xt), yt, ridge=lam)
+        return float(r["test_accuracy"]), float(r["train_accuracy"])
+
+    value, (want, train) = _number(accuracy), probe(n_train, ridge)
+    slack = 1.0 / len(yt) + 1e-9
+    if value is None:
+        return _report(False, f"the accuracy must be a finite number, got {accuracy!r}")
+    if abs(value - want) <= slack:
+        return _report(True, f"the pixels' probe accuracy {value:.3f} is right (on {len(yt)} test images)")
+    near = lambda v: abs(value - v) <= slack
+    if near(train) and not near(want):
+        hint = "that is the probe's training accuracy: report its test accuracy"
+    elif abs(value - 100 * want) <= 100 * slack:
+        hint = "that looks like a percentage: give the fraction, between 0 and 1"
+    elif near(probe(len(y), ridge)[0]):
+        hint = f"fit the probe on the first {n_train} training images only, as the chapter's probes"
+    elif near(probe(n_train, 1e-3)[0]):
+        hint = "pass the chapter's ridge: ic.linear_probe(..., ridge=cfg.probe_ridge)"
+    else:
+        hint = "flatten each image to one row of pixels and fit ic.linear_probe on the first training images"
+    return _report(False, f"the accuracy {value:.3g} is not right", "hint: " + hint)
+
+
 __all__ = ["check_readout_agreement", "check_proxy_agreement", "check_damped_step_norms", "check_reach",
-           "check_epochs_per_linearisation"]
+           "check_epochs_per_linearisation", "check_pixel_probe"]
