@@ -425,3 +425,12 @@ def test_check_pixel_probe_passes_the_solution_and_explains_typical_mistakes(cap
     assert all(abs(w - float(right["test_accuracy"])) > 1 / 80 for w, _ in wrongs[:4]), wrongs
     assert_checker("pixel probe", lambda a: exercises_images.check_pixel_probe(a, data, 30, 0.3),
                    float(right["test_accuracy"]), wrongs, capsys)
+
+
+def test_check_floor_rate_passes_the_solution_and_explains_typical_mistakes(capsys):
+    """``ex-mf-floor`` (a): the eigenvalue of Q at the floor passes; its approximation, its
+    complement, the band's end with 2 / N, a string and a raising function fail with their hints."""
+    wrongs = [(lambda lam, eps: lam / eps, "approximation"), (lambda lam, eps: eps / (lam + eps), "1 - q_min"),
+              (lambda lam, eps: 2 * lam / (lam + eps) / 500, "the 2 / N of the band"), (lambda lam, eps: "small", "finite number"),
+              (lambda lam, eps: 1 / 0, "ZeroDivisionError"), (lambda lam, eps: lam / (lam + 2 * eps), "t / (t + lambda)")]
+    assert_checker("floor rate", exercises_features.check_floor_rate, lambda lam, eps: lam / (lam + eps), wrongs, capsys)

@@ -1,7 +1,7 @@
 """Exercise checkers about features, fitted curves and Gauss-Newton steps: how far weights moved,
 how aligned the units that matter are, the mean-field kernel at initialisation, a power law's
 extrapolation, truncated GN's distance to the GN step, the NTK's smallest direction, the two ends
-of the drift-triggered refresh rule.
+of the drift-triggered refresh rule, GN's slowest rate at the damping's floor.
 
 As in :mod:`itlin_core.book.exercises`, each ``check_*`` compares the student's answer with the
 package's own implementation or a reference computed here, prints a verdict with a hint where the
@@ -237,5 +237,45 @@ def check_drift_rule_ends(fn: Callable) -> bool:
     return _report(True, "both ends of the drift rule are the fixed periods, parameters and feature updates exactly")
 
 
+def _constant_factor(fn, ratio, grid) -> bool:
+    """Whether ``fn`` is ``lam / (lam + eps)`` times the constant ``ratio`` on every pair of ``grid``."""
+    for lam, eps in grid:
+        got, failed = _call(fn, lam, eps)
+        if failed is not None or _number(got) is None or abs(_number(got) - ratio * lam / (lam + eps)) > 1e-9 * abs(
+                ratio * lam / (lam + eps)):
+            return False
+    return True
+
+
+def check_floor_rate(fn: Callable) -> bool:
+    """Check ``fn(lam_min, eps0) -> q_min``, the smallest eigenvalue of GN's ``Q = Theta (Theta +
+    lambda I)^{-1}`` while the damping sits at its floor ``lambda = eps0`` (exercise ``ex-mf-floor``
+    (a); the lower end of the band of eq-mf-rate is ``2 q_min / N``): ``lam_min / (lam_min + eps0)``,
+    on a grid of eigenvalues far below, near and far above the floor, within ``1e-9`` relative.
+    Hints for the approximation ``lam_min / eps0``, the complement ``eps0 / (lam_min + eps0)`` and
+    the band's end ``2 q_min / N`` for some ``N``."""
+    grid = [(lam, eps) for eps in (1e-7, 1e-5, 1e-3) for lam in (1e-3 * eps, eps, 1e3 * eps)]
+    for lam, eps in grid:
+        got, failed = _call(fn, lam, eps)
+        if failed is not None:
+            return failed
+        value, want = _number(got), lam / (lam + eps)
+        if value is not None and abs(value - want) <= 1e-9 * want:
+            continue
+        where = f"lam_min = {lam:g}, eps0 = {eps:g}"
+        if value is None:
+            return _report(False, f"fn({lam:g}, {eps:g}) must be a finite number, got {got!r}")
+        if abs(value - lam / eps) <= 1e-9 * lam / eps:
+            hint = "lam_min / eps0 is its approximation when lam_min << eps0; write the eigenvalue of Q itself"
+        elif abs(value - eps / (lam + eps)) <= 1e-9 * eps / (lam + eps):
+            hint = "that is 1 - q_min, the part that the damping removes"
+        elif _constant_factor(fn, value / want, grid):
+            hint = f"that is q_min times {value / want:.3g}: leave out the 2 / N of the band, q_min is an eigenvalue of Q"
+        else:
+            hint = "each eigenvalue t of Theta becomes t / (t + lambda) in Q, with lambda = eps0 at the floor"
+        return _report(False, f"q_min is not right for {where}: got {value:.3g}", "hint: " + hint)
+    return _report(True, f"q_min = lam_min / (lam_min + eps0) is right on {len(grid)} pairs")
+
+
 __all__ = ["check_relative_change", "check_weighted_alignment", "check_init_kernel", "check_power_law_prediction",
-           "check_tgn_distance", "check_hard_pair", "check_drift_rule_ends"]
+           "check_tgn_distance", "check_hard_pair", "check_drift_rule_ends", "check_floor_rate"]
