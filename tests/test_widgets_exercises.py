@@ -434,3 +434,31 @@ def test_check_floor_rate_passes_the_solution_and_explains_typical_mistakes(caps
               (lambda lam, eps: 2 * lam / (lam + eps) / 500, "the 2 / N of the band"), (lambda lam, eps: "small", "finite number"),
               (lambda lam, eps: 1 / 0, "ZeroDivisionError"), (lambda lam, eps: lam / (lam + 2 * eps), "t / (t + lambda)")]
     assert_checker("floor rate", exercises_features.check_floor_rate, lambda lam, eps: lam / (lam + eps), wrongs, capsys)
+
+
+def test_check_damping_vs_step_passes_the_solution_and_explains_typical_mistakes(capsys):
+    """``ex-quintic-lr``: the three test RMSEs after the same Gauss-Newton iterations pass; the
+    training RMSEs, the squared errors, a run twice as long, missing keys and a word fail with
+    their hints."""
+    net = ic.mlp([1, 12, 1], "tanh", b_std=1.0)
+    params = net.init(jax.random.key(0))
+    x = jnp.linspace(-2, 2, 9)[:, None]
+    xt = jnp.linspace(-1.9, 1.9, 7)[:, None]
+    data = {"x_train": x, "y_train": jnp.sin(2 * x), "x_test": xt, "y_test": jnp.sin(2 * xt)}
+    settings = [(1e-3, 1.0), (1e-3, 0.3), (10.0, 1.0)]
+
+    def answer(n=5, where="test", square=False):
+        out = {}
+        for lam, lr in settings:
+            p = jax.jit(lambda q: ic.gn_iterate(net.apply, q, data["x_train"], data["y_train"], n, lr=lr, damping=lam))(params)
+            xx, yy = (data["x_test"], data["y_test"]) if where == "test" else (data["x_train"], data["y_train"])
+            e = float(ic.rmse(net.apply(p, xx), yy))
+            out[lam, lr] = e ** 2 if square else e
+        return out
+
+    right = answer()
+    wrongs = [(answer(where="train"), "training RMSE"), (answer(square=True), "square root"),
+              (answer(n=10), "exactly 5 iterations"), ({(1e-3, 1.0): 0.1}, "give a dict with the keys"),
+              ({**right, (10.0, 1.0): "low"}, "finite number")]
+    assert_checker("damping vs step", lambda a: exercises_features.check_damping_vs_step(a, net.apply, params, data, 5),
+                   right, wrongs, capsys)

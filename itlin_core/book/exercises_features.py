@@ -1,7 +1,8 @@
 """Exercise checkers about features, fitted curves and Gauss-Newton steps: how far weights moved,
 how aligned the units that matter are, the mean-field kernel at initialisation, a power law's
 extrapolation, truncated GN's distance to the GN step, the NTK's smallest direction, the two ends
-of the drift-triggered refresh rule, GN's slowest rate at the damping's floor.
+of the drift-triggered refresh rule, GN's slowest rate at the damping's floor, damping against a
+shorter Gauss-Newton step.
 
 As in :mod:`itlin_core.book.exercises`, each ``check_*`` compares the student's answer with the
 package's own implementation or a reference computed here, prints a verdict with a hint where the
@@ -277,5 +278,45 @@ def check_floor_rate(fn: Callable) -> bool:
     return _report(True, f"q_min = lam_min / (lam_min + eps0) is right on {len(grid)} pairs")
 
 
+def check_damping_vs_step(test_rmse: dict, apply, params, data, iterations: int, *, rtol: float = 1e-3) -> bool:
+    """Check ``{(damping, step): test RMSE}`` after ``iterations`` Gauss-Newton iterations
+    (:func:`itlin_core.gn_iterate`) from ``params`` on ``data`` (``x_train``, ``y_train``, ``x_test``,
+    ``y_test``) for the three settings of exercise ``ex-quintic-lr``: ``(1e-3, 1.0)``, ``(1e-3, 0.3)``
+    and ``(10.0, 1.0)``, each against the run computed here, within ``rtol``. Hints for a missing
+    setting, the training RMSE, the squared error and a run of another length."""
+    from ..gauss_newton import gn_iterate
+    from ..losses import rmse
+    want = [(1e-3, 1.0), (1e-3, 0.3), (10.0, 1.0)]
+    if not isinstance(test_rmse, dict) or any(k not in test_rmse for k in want):
+        got = list(test_rmse) if isinstance(test_rmse, dict) else type(test_rmse).__name__
+        return _report(False, f"give a dict with the keys {want} (damping, step), got {got}")
+    x, y, xt, yt = (data[k] for k in ("x_train", "y_train", "x_test", "y_test"))
+    for lam, lr in want:
+        value = _number(test_rmse[lam, lr])
+        if value is None:
+            return _report(False, f"the test RMSE for damping {lam:g}, step {lr:g} must be a finite number, "
+                                  f"got {test_rmse[lam, lr]!r}")
+        # jitted as a chapter runs it: the undamped runs can be chaotic, so rounding must match
+        end = lambda n: jax.jit(lambda p: gn_iterate(apply, p, x, y, n, lr=lr, damping=lam))(params)
+        p_end = end(iterations)
+        ref, train = float(rmse(apply(p_end, xt), yt)), float(rmse(apply(p_end, x), y))
+        if abs(value - ref) <= rtol * ref:
+            continue
+        near = lambda v: abs(value - v) <= rtol * abs(v)
+        if near(train):
+            hint = "that is the training RMSE: evaluate on the test points"
+        elif near(ref ** 2):
+            hint = "that is the mean squared error: take its square root (ic.rmse)"
+        elif near(float(rmse(apply(end(2 * iterations), xt), yt))) or near(float(rmse(apply(end(max(1, iterations // 2)),
+                                                                                           xt), yt))):
+            hint = f"run exactly {iterations} iterations (the chapter's cfg.iterations) for every setting"
+        else:
+            hint = "ic.gn_iterate(apply, params, x_train, y_train, iterations, lr=step, damping=damping) from the same params"
+        return _report(False, f"the test RMSE for damping {lam:g}, step {lr:g} is not right: got {value:.4g}",
+                       "hint: " + hint)
+    return _report(True, "the three test RMSEs are right")
+
+
 __all__ = ["check_relative_change", "check_weighted_alignment", "check_init_kernel", "check_power_law_prediction",
-           "check_tgn_distance", "check_hard_pair", "check_drift_rule_ends", "check_floor_rate"]
+           "check_tgn_distance", "check_hard_pair", "check_drift_rule_ends", "check_floor_rate",
+           "check_damping_vs_step"]
