@@ -462,3 +462,19 @@ def test_check_damping_vs_step_passes_the_solution_and_explains_typical_mistakes
               ({**right, (10.0, 1.0): "low"}, "finite number")]
     assert_checker("damping vs step", lambda a: exercises_features.check_damping_vs_step(a, net.apply, params, data, 5),
                    right, wrongs, capsys)
+
+
+def test_check_frozen_statistics_passes_the_solution_and_explains_typical_mistakes(capsys):
+    """``ex-rn-frozen``: statistics frozen on the large batch pass; batch statistics, one image's
+    logits and an exception fail with their hints."""
+    net = ic.resnet18(10, batch_norm=True, width=2)
+    p = net.init(jax.random.key(0))
+    x = jax.random.normal(jax.random.key(1), (4, 8, 8, 3))
+    x_other = x.at[1:].set(jax.random.normal(jax.random.key(2), (3, 8, 8, 3)))
+    x_big = jnp.concatenate([x, x_other])
+    stats = net.apply(p, x_big, return_stats=True)[1]
+    right = jax.jit(lambda q, xx: net.apply(q, xx, stats=stats))
+    check = lambda f: exercises_images.check_frozen_statistics(f, net.apply, p, x_big, x, x_other)
+    wrongs = [(jax.jit(net.apply), "companions"), (lambda q, xx: right(q, xx)[0], "wrong shape"),
+              (lambda q, xx: 1 / 0, "ZeroDivisionError")]
+    assert_checker("frozen statistics", check, right, wrongs, capsys)

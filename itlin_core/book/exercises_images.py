@@ -1,6 +1,6 @@
 """Exercise checkers of the image chapters: how often two classifiers agree, how well a linear
-probe reads raw pixels, how long a damped Gauss-Newton step is, and what a run group's settings
-mean per linearisation (``eta K``, feature updates, epochs).
+probe reads raw pixels, how long a damped Gauss-Newton step is, what frozen BatchNorm statistics
+give, and what a run group's settings mean per linearisation (``eta K``, feature updates, epochs).
 
 As in :mod:`itlin_core.book.exercises`, each ``check_*`` compares the student's answer with the
 package's own implementation or a reference computed here, prints a verdict with a hint where the
@@ -260,5 +260,33 @@ def check_pixel_probe(accuracy, data, n_train: int, ridge: float) -> bool:
     return _report(False, f"the accuracy {value:.3g} is not right", "hint: " + hint)
 
 
+def check_frozen_statistics(frozen: Callable, apply, params, x_big, x, x_other, *, rtol: float = 1e-4) -> bool:
+    """Check ``frozen(params, x) -> logits``, a BatchNorm network normalising with statistics fixed
+    on the batch ``x_big`` (exercise ``ex-rn-frozen``): its logits on ``x`` must equal
+    ``apply(params, x, stats=stats)`` with ``_, stats = apply(params, x_big, return_stats=True)``
+    (within ``rtol`` of the largest logit), so that an image's logits no longer depend on the
+    batch around it. Hints for batch statistics (the logits change with the companions; statistics
+    computed on ``x`` itself are the same thing), statistics of another batch, and a wrong shape."""
+    x_big, x, x_other = (np.asarray(a) for a in (x_big, x, x_other))
+    stats = jax.jit(lambda p, xb: apply(p, xb, return_stats=True)[1])(params, x_big)
+    want = np.asarray(jax.jit(lambda p, xx: apply(p, xx, stats=stats))(params, x))
+    got, failed = _call(frozen, params, x)
+    if failed is not None:
+        return failed
+    got, bad = _array(got, want.shape, "the logits")
+    if bad is not None:
+        return bad
+    tol = rtol * max(float(np.abs(want).max()), 1.0)
+    if np.max(np.abs(got - want)) <= tol:
+        return _report(True, "the logits are those of the frozen statistics")
+    other, failed = _call(frozen, params, x_other)
+    if failed is None and np.max(np.abs(np.asarray(other)[0] - got[0])) > tol:
+        hint = ("the first image's logits change with its companions: those are statistics of the batch itself;"
+                " pass stats= computed once on x_big")
+    else:
+        hint = "_, stats = apply(params, x_big, return_stats=True), then apply(params, x, stats=stats)"
+    return _report(False, "the logits are not those of statistics frozen on x_big", "hint: " + hint)
+
+
 __all__ = ["check_readout_agreement", "check_proxy_agreement", "check_damped_step_norms", "check_reach",
-           "check_epochs_per_linearisation", "check_pixel_probe"]
+           "check_epochs_per_linearisation", "check_pixel_probe", "check_frozen_statistics"]
