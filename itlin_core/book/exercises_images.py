@@ -265,8 +265,9 @@ def check_frozen_statistics(frozen: Callable, apply, params, x_big, x, x_other, 
     on the batch ``x_big`` (exercise ``ex-rn-frozen``): its logits on ``x`` must equal
     ``apply(params, x, stats=stats)`` with ``_, stats = apply(params, x_big, return_stats=True)``
     (within ``rtol`` of the largest logit), so that an image's logits no longer depend on the
-    batch around it. Hints for batch statistics (the logits change with the companions; statistics
-    computed on ``x`` itself are the same thing), statistics of another batch, and a wrong shape."""
+    batch around it. A hint for batch statistics (the logits change with the companions; statistics
+    computed on ``x`` itself are the same thing), a general one otherwise (e.g. another batch's
+    statistics), and the wrong-shape message."""
     x_big, x, x_other = (np.asarray(a) for a in (x_big, x, x_other))
     stats = jax.jit(lambda p, xb: apply(p, xb, return_stats=True)[1])(params, x_big)
     want = np.asarray(jax.jit(lambda p, xx: apply(p, xx, stats=stats))(params, x))
