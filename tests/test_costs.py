@@ -29,8 +29,10 @@ def test_bench_result_reads_the_benchmarks_output(tmp_path):
 def test_group_rows_are_the_records_own_costs():
     """Each row's numbers are the record's: steps/s is steps / (seconds - compile seconds)."""
     rows, sources = costs.group_costs("colab")
-    for chapter, name, runs, steps, compile_s, rate, peak, seconds in rows:
-        rec = records.load_results(chapter, ("colab",))["data"][name]
+    for chapter, name, device, runs, steps, compile_s, rate, peak, seconds in rows:
+        record = records.load_results(chapter, ("colab",))
+        rec = record["data"][name]
+        assert device == records.group_origin(record, name)["device"]["device_kind"]
         assert runs == len(rec["labels"]) and steps == f"{int(rec['eval_step'][-1]):,}"
         want = int(rec["eval_step"][-1]) / (rec["seconds"] - rec["compile_seconds"])
         assert rate == f"{want:.0f}" and seconds == f"{rec['seconds']:.0f}"

@@ -19,10 +19,10 @@ import re
 from pathlib import Path
 
 from .image_chapters import CHAPTERS
-from .records import default_results_dir, load_results
+from .records import default_results_dir, group_origin, load_results
 
 #: The columns of :func:`group_costs`.
-COLUMNS = ("chapter", "run group", "runs", "steps", "compile (s)", "steps/s after compiling", "peak memory (GiB)",
+COLUMNS = ("chapter", "run group", "device", "runs", "steps", "compile (s)", "steps/s after compiling", "peak memory (GiB)",
            "group time (s)")
 
 
@@ -32,20 +32,25 @@ def _timings_dir(results_dir=None) -> Path:
 
 def group_costs(preset: str = "colab", platform: str = "gpu", results_dir=None) -> list:
     """One row per run group of every image chapter recorded at ``preset`` on ``platform``
-    (:data:`COLUMNS`), and ``(chapter, device, jax version, date)`` for each such record:
-    ``(rows, sources)``. Chapters without such a record are left out (see :func:`missing`)."""
+    (:data:`COLUMNS`), and ``(chapter, device, jax version, date)`` for each device and date a
+    chapter's groups were computed on (:func:`~itlin_core.book.records.group_origin`: a record
+    may merge groups from several machines): ``(rows, sources)``. Chapters without such a record
+    are left out (see :func:`missing`)."""
     rows, sources = [], []
     for chapter in CHAPTERS:
         record = load_results(chapter, (preset,), results_dir=results_dir)
         if record is None or record.get("device", {}).get("platform") != platform:
             continue
-        sources.append((chapter, record["device"]["device_kind"], record["versions"]["jax"], record["created"][:10]))
         for name, rec in record["data"].items():
+            origin = group_origin(record, name)
+            device = origin["device"]["device_kind"]
+            source = (chapter, device, origin["versions"]["jax"], origin["created"][:10])
+            sources += [] if source in sources else [source]
             steps = int(rec["eval_step"][-1])
             compile_s, seconds = rec.get("compile_seconds"), float(rec["seconds"])
             rate = steps / (seconds - compile_s) if compile_s is not None and seconds > compile_s else None
             peak = rec.get("peak_device_bytes")
-            rows.append((chapter, name, len(rec["labels"]), f"{steps:,}",
+            rows.append((chapter, name, device, len(rec["labels"]), f"{steps:,}",
                          "-" if compile_s is None else f"{compile_s:.0f}", "-" if rate is None else f"{rate:.0f}",
                          "-" if peak is None else f"{peak / 2**30:.2f}", f"{seconds:.0f}"))
     return rows, sources

@@ -19,7 +19,7 @@ from itlin_core.datasets import IMAGE_SHAPES
 
 from .image_records import config_matches
 from .image_runs import ImageRunConfig, build_model, init_params, step_memory
-from .records import RECORDED_PRESETS, load_results
+from .records import RECORDED_PRESETS, group_origin, load_results
 
 #: The memory of the GPU a free Colab session gets (an NVIDIA T4: 15 GiB), for the note on
 #: whether a group fits it.
@@ -54,7 +54,8 @@ def recorded_seconds(name: str, cfg: ImageRunConfig, preset: str, records: dict)
     for p in dict.fromkeys((preset,) + RECORDED_PRESETS):
         record = records.get(p)
         group = None if record is None else record["data"].get(name)
-        if group is None or record.get("device", {}).get("device_kind") != kind or not group.get("steps_per_second"):
+        if (group is None or (group_origin(record, name)["device"] or {}).get("device_kind") != kind
+                or not group.get("steps_per_second")):
             continue
         if not isinstance(group.get("config"), dict) or not config_matches(group["config"], cfg):
             continue

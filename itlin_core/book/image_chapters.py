@@ -27,7 +27,7 @@ from . import cifar_damping, cifar_features, cifar_few_updates, estimates, resne
 from .common import get_preset
 from .image_records import format_setting, records_equal, summarise
 from .image_runs import ImageRunConfig, image_data, run_images
-from .records import RECORDED_PRESETS, default_checkpoint_dir, load_results, results_path, save_results
+from .records import RECORDED_PRESETS, default_checkpoint_dir, load_results, origins, results_path, save_results
 
 #: The image chapters, by notebook name, and their modules (each builds its run groups from
 #: :mod:`itlin_core.book.image_settings` and never imports this module back).
@@ -265,13 +265,22 @@ def provenance(record_or_results, preset: str | None = None) -> str:
       'smoke run on in-format stand-in data: not CIFAR10/MNIST results'
       >>> provenance({"preset": "colab", "data": {}, "device": {"device_kind": "NVIDIA H100"}, "created": "2025-05-01"})
       'recorded colab run on NVIDIA H100, 2025-05-01'
+
+      Groups merged in from another machine are named with theirs (:func:`~.records.origins`):
+
+      >>> provenance({"preset": "colab", "device": {"device_kind": "H200"}, "versions": {}, "created": "2026-11-28",
+      ...             "data": {"a": {}, "b": {"origin": {"device": {"device_kind": "H100"}, "versions": {},
+      ...                                                "created": "2026-11-24T20:05"}}}})
+      'recorded colab run on H200 (a), 2026-11-28, and H100 (b), 2026-11-24'
     """
     if isinstance(record_or_results, dict) and "data" in record_or_results and "preset" in record_or_results:
         r = record_or_results
-        dev = r.get("device", {}).get("device_kind", "unknown device")
         groups = r["data"].values() if isinstance(r["data"], dict) else []
         stand_in = any(isinstance(g, dict) and g.get("stand_in") for g in groups)
-        return (f"recorded {r['preset']} run on {dev}, {r.get('created', '?')}"
+        where = origins(r) if isinstance(r["data"], dict) and groups else {}
+        text = (f"{r.get('device', {}).get('device_kind', 'unknown device')}, {r.get('created', '?')}"
+                if len(where) < 2 else ", and ".join(f"{d} ({', '.join(n)}), {day}" for (d, day), n in where.items()))
+        return (f"recorded {r['preset']} run on {text}"
                 + (", on stand-in data: not CIFAR10/MNIST results" if stand_in else "")
                 + (f"; {r['note']}" if r.get("note") else ""))
     first = next(iter(record_or_results.values()))

@@ -27,6 +27,11 @@ Each group's record keeps its costs: wall time, compile time and the device allo
 (:func:`itlin_core.book.image_chapters.measured_costs`), which the command prints at the end. The
 peak counts from the start of the process, so to measure each group's own peak, record one group
 per command (``--names fig2``, then ``--names fig3``, ...).
+
+Groups recorded on different machines (two GPU sessions, say) come together with ``--merge
+FILE[:GROUP,...] ...`` (:func:`merge_records`), which trains nothing: each group keeps the device,
+software and date it was computed with, in the group's ``origin`` where they differ from the
+record's (:func:`itlin_core.book.records.group_origin`).
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ import itlin_core as ic
 from .image_chapters import CHAPTERS, RECORDED_PRESETS, cost_line, run_chapter, run_groups
 from .image_records import config_matches
 from .image_runs import image_data
-from .records import default_checkpoint_dir, load_results, results_path, save_results
+from .records import (default_checkpoint_dir, device_description, group_origin, keep_origin, load_results,
+                      results_path, save_results, software_versions)
 
 
 def missing_data(dataset: str, data_dir) -> str | None:
@@ -135,7 +141,8 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
                 print(f"note: {chapter}/{name} in the existing record was made with other settings than the chapter's "
                       "now; it is left out of the new record (git history keeps it). Record it again with "
                       f"--names {name}.", flush=True)
-        results = {**{k: v for k, v in kept.items() if k not in results}, **results}
+        kept = keep_origin(previous, [k for k in kept if k not in results], device_description(), software_versions())
+        results = {**kept, **results}
         results = {k: results[k] for k in groups if k in results}    # the chapter's order
     note = data_note.strip() if data_note else None
     if not ic.sharding.is_writer():    # another host of a multi-host run: process 0 writes the record
@@ -143,11 +150,77 @@ def record_chapter(chapter: str, preset: str, data_dir, *, names=None, verify: b
     return save_results(chapter, preset, results, seed=0, results_dir=results_dir, note=note)
 
 
+def merge_records(chapter: str, preset: str, sources, *, results_dir=None) -> Path:
+    """Merge run groups recorded elsewhere (on another machine, in another session) into the
+    record of ``chapter`` at ``preset`` in ``results_dir``; returns the path written.
+
+    ``sources``: ``[(file, names)]``, each a record written by the record command (a file
+    ``<chapter>-<preset>.json``) and the groups to take from it (``None``: all of them). A group
+    comes from the first source that gives it; the existing record's groups that no source gives
+    are kept. Every group taken must hold the chapter's current settings. The merged file says
+    where its newest source was computed, and each group computed on another device or with
+    other software keeps its own :func:`~itlin_core.book.records.group_origin`, so nothing is
+    relabelled. The sources must agree on the seed and the data note. A ValueError names a
+    missing file or group, a group recorded with other settings, or sources that disagree."""
+    if chapter not in CHAPTERS:
+        raise ValueError(f"unknown chapter {chapter!r}; the image chapters are {', '.join(CHAPTERS)}.")
+    if preset not in RECORDED_PRESETS:
+        raise ValueError(f"--preset must be one of {', '.join(RECORDED_PRESETS)}, got {preset!r}.")
+    groups, target = run_groups(chapter, preset), results_path(chapter, preset, results_dir).resolve()
+    taken = []
+    for file, names in sources:
+        path = Path(file)
+        if path.name != target.name:
+            raise ValueError(f"--merge {file}: a record of {chapter} at {preset} is a file named {target.name}.")
+        record = load_results(chapter, (preset,), results_dir=path.parent)
+        if record is None:
+            raise ValueError(f"--merge {file}: no such file.")
+        names = list(record["data"]) if names is None else list(names)
+        for name in names:
+            if name not in record["data"]:
+                raise ValueError(f"--merge {file}: it holds no group {name!r}; it has {list(record['data'])}.")
+            if name not in groups or not config_matches(record["data"][name].get("config", {}), groups[name]):
+                raise ValueError(f"--merge {file}: its group {name!r} was recorded with other settings than the "
+                                 "chapter's now (or the chapter no longer has it); record it again instead.")
+        taken.append((record, names))
+    existing = load_results(chapter, (preset,), results_dir=target.parent)
+    if existing is not None:
+        kept, _ = stale_groups(existing["data"], groups)
+        taken.append((existing, list(kept)))
+    if not taken:
+        raise ValueError("--merge needs at least one record file.")
+    for field in ("seed", "note"):
+        values = {repr(record.get(field)) for record, _ in taken}
+        if len(values) > 1:
+            raise ValueError(f"the records to merge disagree on their {field} ({', '.join(sorted(values))}); "
+                             "merge only records of the same seed and data.")
+    newest = max((record for record, _ in taken), key=lambda r: r["created"])
+    origin = group_origin({**newest, "data": {"": {}}}, "")
+    merged = {}
+    for record, names in taken:
+        for name, group in keep_origin(record, names, origin["device"], origin["versions"]).items():
+            merged.setdefault(name, group)
+    merged = {k: merged[k] for k in groups if k in merged}
+    return save_results(chapter, preset, merged, seed=newest["seed"], results_dir=target.parent,
+                        note=newest.get("note"), origin=origin)
+
+
+def _merge_sources(specs) -> list:
+    """``--merge FILE[:GROUP,GROUP...]`` arguments as :func:`merge_records`' sources."""
+    out = []
+    for spec in specs:
+        file, _, names = spec.partition(":")
+        out.append((file, [n for n in names.split(",") if n] or None))
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m itlin_core.book.record", description=__doc__.split("\n\n")[0])
     parser.add_argument("chapter", help=f"one of {', '.join(CHAPTERS)}")
     parser.add_argument("--preset", required=True, help=f"one of {', '.join(RECORDED_PRESETS)}")
-    parser.add_argument("--data", required=True, help="folder holding the data set (see the module docstring)")
+    parser.add_argument("--data", help="folder holding the data set (see the module docstring)")
+    parser.add_argument("--merge", nargs="+", metavar="FILE[:GROUP,...]",
+                        help="merge these records (made elsewhere) into the one in --results-dir; trains nothing")
     parser.add_argument("--names", nargs="+", help="record these run groups only (merged into the existing record)")
     parser.add_argument("--no-verify", action="store_true", help="do not check the files' checksums (a copy)")
     parser.add_argument("--data-note", help="what the data are, kept in the record (required with --no-verify)")
@@ -217,6 +290,20 @@ def failure_sentence(err: BaseException, args) -> str:
 
 def _record(args) -> int:
     """The command's work, once its arguments are parsed."""
+    if args.merge:
+        if args.data or args.names:
+            raise ValueError("--merge trains nothing: give it without --data and --names (name the groups to take "
+                             "as FILE:GROUP,GROUP).")
+        path = merge_records(args.chapter, args.preset, _merge_sources(args.merge), results_dir=args.results_dir)
+        record = load_results(args.chapter, (args.preset,), results_dir=args.results_dir)
+        for name in record["data"]:
+            print(f"{args.chapter}/{name}: {group_origin(record, name)['device']['device_kind']}, "
+                  f"{group_origin(record, name)['created'][:10]}")
+        print(f"merged into {path}")
+        return 0
+    if not args.data:
+        raise ValueError("--data is required to record (the folder holding the data set); --merge FILE ... merges "
+                         "records made elsewhere instead.")
     mesh = _mesh(args)
     print(f"mesh: {ic.describe_mesh(mesh)}", flush=True)
     path = record_chapter(args.chapter, args.preset, args.data, names=args.names, verify=not args.no_verify,
@@ -244,7 +331,7 @@ def _mesh(args):
     return ic.run_mesh(devices[:args.devices] if args.devices else devices)
 
 
-__all__ = ["missing_data", "stale_groups", "record_chapter", "failure_sentence", "EXIT_CODES", "main"]
+__all__ = ["missing_data", "stale_groups", "record_chapter", "merge_records", "failure_sentence", "EXIT_CODES", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())

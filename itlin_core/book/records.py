@@ -194,8 +194,53 @@ def device_description() -> dict:
             "matmul_precision": str(jax.config.jax_default_matmul_precision or "default")}
 
 
+#: The fields of a record that say where and when it was computed. A run group merged into a
+#: record from one computed elsewhere keeps its own copy of them under ``"origin"``
+#: (:func:`group_origin`, :func:`keep_origin`), so a merged record relabels nothing.
+ORIGIN_FIELDS = ("device", "versions", "created")
+
+
+def group_origin(record: Mapping, name: str) -> dict:
+    """Where and when run group ``name`` of ``record`` was computed: ``{"device", "versions",
+    "created"}``, the group's own ``origin`` where it has one (merged in from a record made on
+    another device or with other software), else the record's.
+
+    Examples:
+      >>> rec = {"device": {"device_kind": "NVIDIA H200"}, "versions": {}, "created": "2026-11-28",
+      ...        "data": {"a": {}, "b": {"origin": {"device": {"device_kind": "NVIDIA H100"}}}}}
+      >>> group_origin(rec, "a")["device"]["device_kind"], group_origin(rec, "b")["device"]["device_kind"]
+      ('NVIDIA H200', 'NVIDIA H100')
+    """
+    own = record["data"][name].get("origin")
+    return dict(own) if isinstance(own, Mapping) else {k: record.get(k) for k in ORIGIN_FIELDS}
+
+
+def origins(record: Mapping) -> dict:
+    """``{(device kind, date): [group names]}``: where and on which day the run groups of
+    ``record`` were computed (:func:`group_origin`), in the record's order."""
+    out = {}
+    for name in record["data"]:
+        o = group_origin(record, name)
+        out.setdefault(((o["device"] or {}).get("device_kind", "unknown device"), str(o["created"] or "?")[:10]),
+                       []).append(name)
+    return out
+
+
+def keep_origin(record: Mapping, names, device: Mapping, versions: Mapping) -> dict:
+    """The run groups ``names`` of ``record``, ready to go into a record that will say it was
+    computed on ``device`` with ``versions``: each group computed on another device or with
+    other software carries its own :func:`group_origin` under ``"origin"``."""
+    out = {}
+    for name in names:
+        origin, group = group_origin(record, name), dict(record["data"][name])
+        if origin["device"] != device or origin["versions"] != versions:
+            group["origin"] = origin
+        out[name] = group
+    return out
+
+
 def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results_dir=None,
-                 note: str | None = None, overwrite: bool = False) -> Path:
+                 note: str | None = None, overwrite: bool = False, origin: Mapping | None = None) -> Path:
     """Record a finished run's curves as ``<results_dir>/<chapter>-<preset>.json``.
 
     Args:
@@ -207,6 +252,9 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
       seed: the seed the run used (an integer).
       results_dir: default :func:`default_results_dir` (``book/results``).
       note: an optional free-text remark (e.g. "timing run on stand-in data").
+      origin: where and when the data were computed (``{"device", "versions", "created"}``), for
+        a record assembled from runs made elsewhere (:func:`itlin_core.book.record.merge_records`);
+        default this machine's device and software, and now.
 
     The file also records the software versions, the device and the UTC time. It is written
     atomically (temporary file + :func:`os.replace`): an existing record is replaced only by a
@@ -230,9 +278,12 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
         _check_groups(data)
     except ValueError as e:
         raise ValueError(f"{e}.") from None
+    here = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "versions": software_versions(), "device": device_description()}
+    if origin is not None and (not isinstance(origin, Mapping) or set(origin) != set(ORIGIN_FIELDS)):
+        raise ValueError(f"origin must be a dict with the keys {', '.join(ORIGIN_FIELDS)}, got {origin!r}.")
     record = {"format": FORMAT_VERSION, "chapter": chapter, "preset": preset, "seed": int(seed),
-              "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-              "versions": software_versions(), "device": device_description(), "note": note,
+              **{k: (origin or here)[k] for k in ("created", "versions", "device")}, "note": note,
               "data": _encode(data)}
     text = json.dumps(record, allow_nan=False, indent=1)  # encode fully before touching the disk
     if path.is_dir():
@@ -241,7 +292,7 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
         if path.exists() and not overwrite:
             load_results(chapter, (preset,), results_dir=path.parent)
     except ValueError as err:   # keep the file, and the new results beside it
-        stem, i = f"{path.name}.new-{record['created'].replace(':', '')[:17]}", 0    # e.g. ...json.new-2026-11-27T042342
+        stem, i = f"{path.name}.new-{here['created'].replace(':', '')[:17]}", 0    # e.g. ...json.new-2026-11-27T042342
         while (beside := path.with_name(stem + (f"-{i}" if i else ""))).exists():
             i += 1
         write_bytes_atomically(beside, text.encode("ascii"))
@@ -321,4 +372,4 @@ def _check_fields(record: dict, chapter: str, preset: str) -> None:
 
 
 __all__ = ["RECORDED_PRESETS", "save_results", "load_results", "results_path", "default_results_dir", "default_checkpoint_dir",
-           "software_versions", "device_description"]
+           "software_versions", "device_description", "ORIGIN_FIELDS", "group_origin", "origins", "keep_origin"]
