@@ -235,8 +235,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     limit = jnp.full(g, jnp.inf) if diverge_above is None else diverge_above * vloss(params, xy0)
     carry = (params, jnp.asarray(lrs), jnp.zeros(g, bool), jnp.zeros(g, bool), jnp.full(g, budget), xy0, limit, 0)
     of_active = lambda: None if stacked is None else jax.tree.map(lambda v: v[active], stacked)
-    rows = [jax.device_get(evaluate(params, of_active()))]
-    iters = [0]
+    rows, iters = [jax.device_get(evaluate(params, of_active()))], [0]
     bar = progress_bar(budget, f"{method.upper()}, {g} runs", progress)
     for a, b in zip(sched[:-1], sched[1:]):
         carry = advance(carry[:7] + (jnp.asarray(a),), int(b - a))
@@ -244,8 +243,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
         row = {k: np.array(v) for k, v in rows[-1].items()}    # finished runs keep their last values
         for k in row:
             row[k][active] = ev[k]
-        rows.append(row)
-        iters.append(int(b))
+        rows.append(row), iters.append(int(b))
         done = np.asarray(carry[2])
         diverged[active], stopped[active] = np.asarray(carry[3]), np.asarray(carry[4])
         if bar is not None:
@@ -256,8 +254,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
             keep = np.flatnonzero(~done)
             active = active[keep]
             carry = jax.tree.map(lambda v: v[keep], carry[:7]) + (carry[7],)
-    if bar is not None:
-        bar.close()
+    _ = bar is not None and bar.close()
     out = {"iters": np.asarray(iters), "tau0": tau0s, "lr": lrs, "method": method,
            "seeds": np.full(g, cfg.seed) if seeds is None else np.asarray(seeds)}
     for key in rows[0]:
@@ -268,17 +265,20 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     return out
 
 
+HIDDEN_FIT, HIDDEN_TEST = 0.5, 0.9     #: :func:`hidden_learning_at`'s two fractions (the chapters glue them)
+
+
 def hidden_learning_at(run: dict, j: int, rf_level: float):
     """The chapter's test for hidden learning in run ``j`` of ``run`` (:func:`run_teacher_student`): the first recorded
-    iteration at which its Test-LRfit is below half ``rf_level`` (the random-features test loss) while its test loss is
-    still above 90% of its initial value; ``None`` if there is none (never, or only once the test loss has moved).
+    iteration at which its Test-LRfit is below ``HIDDEN_FIT`` times ``rf_level`` (the random-features test loss) while
+    its test loss is above ``HIDDEN_TEST`` times its initial value; ``None`` if none (never, or once the loss moved).
 
     Examples:
       >>> run = {"iters": np.array([0, 10, 100]), "lrfit": np.c_[[1.0, 0.2, 0.1]], "test_loss": np.c_[[1.0, 0.95, 0.5]]}
       >>> hidden_learning_at(run, 0, rf_level=1.0), hidden_learning_at(run, 0, rf_level=0.3)
       (10, None)"""
-    below = np.flatnonzero(run["lrfit"][:, j] < 0.5 * rf_level)
-    ok = below.size > 0 and run["test_loss"][below[0], j] > 0.9 * run["test_loss"][0, j]
+    below = np.flatnonzero(run["lrfit"][:, j] < HIDDEN_FIT * rf_level)
+    ok = below.size > 0 and run["test_loss"][below[0], j] > HIDDEN_TEST * run["test_loss"][0, j]
     return int(run["iters"][below[0]]) if ok else None
 
 
@@ -397,4 +397,4 @@ def step_seconds(cfg: TeacherStudentConfig, *, data: dict | None = None, steps: 
 
 __all__ = ["TeacherStudentConfig", "TEACHER_STUDENT", "teacher_student_config", "teacher_student_problem",
            "teacher_student_metrics", "eval_schedule", "method_step", "run_teacher_student", "random_features_baseline",
-           "hidden_learning_at", "seed_interval", "rate_band", "track_rates", "step_seconds"]
+           "hidden_learning_at", "HIDDEN_FIT", "HIDDEN_TEST", "seed_interval", "rate_band", "track_rates", "step_seconds"]
