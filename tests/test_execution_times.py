@@ -63,3 +63,24 @@ def test_the_command_stops_on_a_damaged_file_before_running_anything(tmp_path):
     (cache.parent / execution.TIMES_FILE).write_text('{"a": 1.0, "b"')    # cut short
     with pytest.raises(ValueError, match=r"execution-seconds\.json cannot be read as JSON text .* delete it"):
         execution.execute_into_cache(tmp_path, cache, jobs=1, out=io.StringIO())   # no _toc.yml: it was not reached
+
+
+@pytest.mark.parametrize("bound", [True, False])
+def test_a_compile_bound_notebooks_kernel_gets_the_fast_compile_flags_and_no_other(tmp_path, monkeypatch, bound):
+    """Each notebook's kernel starts with its own XLA flags (execution.kernel_env), and the worker's
+    environment is as before afterwards, so the next notebook does not inherit them."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os; print('flags:', os.environ.get('XLA_FLAGS', ''))")])
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setattr(execution, "COMPILE_BOUND", ("tiny",) if bound else ())
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/nonexistent")
+    before = dict(os.environ)
+    text, seconds, error = execution._execute(str(path), timeout=120)
+    assert error is None and seconds > 0
+    out = nbformat.reads(text, as_version=4).cells[0].outputs[0]["text"]
+    want = f"{execution.FAST_COMPILE_FLAGS} --xla_dump_to=/nonexistent" if bound else "--xla_dump_to=/nonexistent"
+    assert out.strip() == f"flags: {want}"
+    assert dict(os.environ) == before

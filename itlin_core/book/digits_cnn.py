@@ -61,7 +61,7 @@ DIGITS = {
                           scaling_Ks=(1, None), scaling_steps=400, solve_K=200),
     "book": DigitsConfig(steps=4000, eval_every=100, Ks=(1, 10, 100, 1000, None),
                          scaling_sizes=(50, 100, 200, 400, 800, 1300), scaling_Ks=(1, 100, None),
-                         scaling_steps=2000),
+                         scaling_steps=1000),
 }
 
 

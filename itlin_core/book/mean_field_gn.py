@@ -64,9 +64,9 @@ TEACHER_STUDENT = {
                                   n_evals=12, n_trains=(20, 40, 80), scaling_tau0s=(1e-3, 1.0), scaling_gn_lrs=(1.0,),
                                   scaling_gd_lrs=(100.0,), betas=(1.0, 1e6), widths=(20, 40, 100, 200),
                                   silu_gd_lrs=(10.0, 100.0)),
-    "book": TeacherStudentConfig(n_train=100, width=1000, n_test=2000, gn_iterations=3000, gd_iterations=20000,
+    "book": TeacherStudentConfig(n_train=100, width=500, n_test=2000, gn_iterations=3000, gd_iterations=20000,
                                  tau0s=(1e-3, 1e-1, 10.0), gn_lrs=(1e-2, 1.0, 100.0), gd_lrs=(1.0, 10.0, 100.0, 1000.0),
-                                 n_trains=(25, 50, 100, 200), scaling_tau0s=(1e-3, 1.0), scaling_gn_lrs=(1.0,),
+                                 n_trains=(25, 50, 100), scaling_tau0s=(1e-3, 1.0), scaling_gn_lrs=(1.0,),
                                  scaling_gd_lrs=(100.0, 1000.0), betas=(1.0, 1e6), widths=(50, 100, 200, 500, 1000),
                                  silu_gd_lrs=(100.0, 1000.0)),
     "paper": TeacherStudentConfig(n_train=500, width=5000, n_test=10000, gn_iterations=100_000,
@@ -85,7 +85,7 @@ def teacher_student_config(preset: str | None = None) -> TeacherStudentConfig:
 
     Examples:
       >>> teacher_student_config("smoke").tau0s, teacher_student_config("book").width
-      ((0.001, 10.0), 1000)"""
+      ((0.001, 10.0), 500)"""
     return per_preset(TEACHER_STUDENT, preset)
 
 

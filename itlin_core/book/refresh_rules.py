@@ -99,7 +99,7 @@ class SmallRefreshConfig:
 
 SMALL = {
     "smoke": SmallRefreshConfig(ts_steps=4000),
-    "book": SmallRefreshConfig(ts_steps=8000),
+    "book": SmallRefreshConfig(ts_steps=4000),
 }
 
 
