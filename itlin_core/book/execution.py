@@ -40,8 +40,8 @@ from .._io import atomic_write
 
 # Only the order in which notebooks start when no measured times exist yet (a fresh clone):
 # the slowest first, as measured at the book preset on a 2-core CPU.
-SLOWEST_FIRST = ("mean_field_scaling", "mean_field_gn", "digits_cnn", "mean_field_images", "quintic_damping", "refresh_rules",
-                 "iterative_linearisation")
+SLOWEST_FIRST = ("mean_field_scaling", "digits_cnn", "mean_field_gn", "refresh_rules", "mean_field_images", "quintic_damping",
+                 "iterative_linearisation", "gradient_flow", "xor_features")
 TIMES_FILE = "execution-seconds.json"
 
 #: XLA flags that make the CPU back end compile about twice as fast and run somewhat slower machine code
