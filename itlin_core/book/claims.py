@@ -74,8 +74,13 @@ def tolerance(rec) -> float:
 
 
 def pct(a) -> str:
-    """An accuracy (a fraction) as a percentage with one decimal."""
-    return f"{100 * float(a):.1f}%"
+    """An accuracy (a fraction) as a percentage with one decimal; "n/a" for a run with no value (diverged).
+
+    Examples:
+      >>> pct(0.4215), pct(float("nan"))
+      ('42.1%', 'n/a')
+    """
+    return f"{100 * float(a):.1f}%" if np.isfinite(a) else "n/a"
 
 
 def largest_finite_k(rec) -> int:

@@ -136,8 +136,8 @@ def resnet_accuracy_with_and_without_batchnorm(results):
         for i, label in enumerate(rec["labels"]):
             m = rec["metrics"]
             print(f"{name:12s} {label:>6}: {int(np.asarray(rec['feature_updates'])[-1, i]):>7,} linearisations; "
-                  f"best test accuracy {100 * best[i]:.1f} %, final: proxy {100 * m['test_accuracy_proxy'][-1, i]:.1f} %, "
-                  f"network {100 * m['test_accuracy_network'][-1, i]:.1f} %"
+                  f"best test accuracy {pct(best[i])}, final: proxy {pct(m['test_accuracy_proxy'][-1, i])}, "
+                  f"network {pct(m['test_accuracy_network'][-1, i])}"
                   + ("" if rec["diverged_at"][i] is None else f"; diverged at step {rec['diverged_at'][i]:,}"))
 
 
