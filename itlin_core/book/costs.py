@@ -22,7 +22,8 @@ from .image_chapters import CHAPTERS
 from .records import default_results_dir, group_origin, load_results
 
 #: The columns of :func:`group_costs`.
-COLUMNS = ("chapter", "run group", "device", "runs", "steps", "compile (s)", "steps/s after compiling", "peak memory (GiB)",
+COLUMNS = ("chapter", "run group", "device", "runs", "steps", "compile (s)", "steps/s after compiling",
+           "peak memory (GiB)",
            "group time (s)")
 
 
@@ -127,8 +128,8 @@ def costs_markdown(preset: str = "colab", results_dir=None) -> str:
     for log in logs:
         times = chapter_times(log)
         if times:
-            out += ["", f"Whole chapters, from `{log.name}` (every record command, Python start and data loading "
-                        "included): " + "; ".join(f"`{c}` {s / 60:.1f} min ({n} groups{'' if ok else ', a command failed'})"
+            out += ["", f"Whole chapters, from `{log.name}` (the queue run of that day, every record command, Python "
+                        "start and data loading included; groups recorded later are not in it): " + "; ".join(f"`{c}` {s / 60:.1f} min ({n} groups{'' if ok else ', a command failed'})"
                                                   for c, (s, n, ok) in times.items()) + "."]
     benches = sorted(timings.glob("*-bench.txt")) if timings.is_dir() else []
     if benches:
