@@ -23,8 +23,7 @@ from .records import default_results_dir, group_origin, load_results
 
 #: The columns of :func:`group_costs`.
 COLUMNS = ("chapter", "run group", "device", "runs", "steps", "compile (s)", "steps/s after compiling",
-           "peak memory (GiB)",
-           "group time (s)")
+           "peak memory (GiB)", "group time (s)")
 
 
 def _timings_dir(results_dir=None) -> Path:

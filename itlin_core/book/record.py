@@ -47,8 +47,8 @@ import itlin_core as ic
 from .image_chapters import CHAPTERS, RECORDED_PRESETS, cost_line, run_chapter, run_groups
 from .image_records import config_matches
 from .image_runs import image_data
-from .records import (default_checkpoint_dir, device_description, group_origin, keep_origin, load_results,
-                      results_path, save_results, software_versions)
+from .records import (ORIGIN_FIELDS, default_checkpoint_dir, device_description, group_origin, keep_origin,
+                      load_results, results_path, save_results, software_versions)
 
 
 def missing_data(dataset: str, data_dir) -> str | None:
@@ -195,7 +195,7 @@ def merge_records(chapter: str, preset: str, sources, *, results_dir=None) -> Pa
             raise ValueError(f"the records to merge disagree on their {field} ({', '.join(sorted(values))}); "
                              "merge only records of the same seed and data.")
     newest = max((record for record, _ in taken), key=lambda r: r["created"])
-    origin = group_origin({**newest, "data": {"": {}}}, "")
+    origin = {k: newest[k] for k in ORIGIN_FIELDS}
     merged = {}
     for record, names in taken:
         for name, group in keep_origin(record, names, origin["device"], origin["versions"]).items():
