@@ -121,3 +121,55 @@ def test_k_inf_in_its_own_group_is_judged_from_that_group():
     row = next(r for r in ch.claims(dict(GOOD, fig3=sweep, fig3_inf=untrained)) if r["claim"].startswith("No"))
     assert row["verdict"] == "unjudged (not trained)" and "lr 0.01" in row["shows"]
     assert verdicts(dict(GOOD, fig3=sweep))["No feature learning costs accuracy"] == "unjudged (setting not reached)"
+
+
+# --- one verdict per claim across records (claims.combine / recorded_verdicts) ---------------
+
+def _rows(*verdicts_):
+    return [{"claim": c, "paper": "-", "shows": f"{c} shows", "verdict": v} for c, v in zip("abc", verdicts_)]
+
+
+@pytest.mark.parametrize("gpu, cpu, want", [
+    # the larger record decides wherever it can, even where the smaller one disagrees
+    (("yes", "no", "no"), ("no", "yes", "yes"), [("yes", "gpu"), ("no", "gpu"), ("no", "gpu")]),
+    # it falls back to the smaller record only where the larger one cannot decide
+    (("unjudged (not trained)", "unjudged (diverged)", "yes"), ("no", "yes", "no"),
+     [("no", "cpu"), ("yes", "cpu"), ("yes", "gpu")]),
+    # a claim no record decides keeps the larger record's reason
+    (("unjudged (diverged)",) * 3, ("unjudged (not trained)",) * 3, [("unjudged (diverged)", "gpu")] * 3),
+])
+def test_combine_takes_the_largest_record_that_decides(gpu, cpu, want):
+    rows = ch_claims.combine([("gpu", _rows(*gpu)), ("cpu", _rows(*cpu))])
+    assert [(r["verdict"], r["record"]) for r in rows] == want
+    for r, g in zip(rows, gpu):
+        fell_back = r["record"] == "cpu"
+        # a row taken from the smaller record names the larger record's verdict; no other row does
+        assert (f"[gpu record: {g}]" in r["shows"]) == fell_back
+        assert r["shows"].startswith(f"{r['claim']} shows")
+    counts = ch_claims.verdict_counts(rows)
+    assert counts["yes"] + counts["no"] + counts["unjudged"] == 3
+
+
+def test_combine_refuses_tables_of_different_claims():
+    with pytest.raises(ValueError, match="same claims"):
+        ch_claims.combine([("gpu", _rows("yes", "no")), ("cpu", _rows("yes"))])
+    assert ch_claims.combine([]) == []
+
+
+def test_recorded_verdicts_read_every_committed_record_largest_first(tmp_path):
+    from itlin_core.book.records import save_results
+    for preset, acc in (("laptop", 0.9), ("colab", 0.2)):
+        save_results("demo", preset, {"g": {"acc": np.array([acc])}}, seed=0, results_dir=tmp_path)
+
+    def claims_of(results):       # one claim, decided only where the accuracy reaches 0.5
+        if results is None:
+            return [{"claim": "a", "paper": "-", "shows": "-", "verdict": "unjudged (not recorded)"}]
+        acc = float(results["g"]["acc"][0])
+        return [{"claim": "a", "paper": "-", "shows": f"{acc:.1f}",
+                 "verdict": "yes" if acc >= 0.5 else "unjudged (not trained)"}]
+
+    (row,) = ch_claims.recorded_verdicts("demo", claims_of, tmp_path)
+    assert (row["verdict"], row["record"]) == ("yes", "laptop")
+    assert row["shows"] == "0.9 [colab record: unjudged (not trained)]"
+    table = ch_claims.claims_markdown([row])
+    assert "| judged on |" in table and "| laptop | yes |" in table

@@ -198,7 +198,7 @@ def claims(results) -> list:
             a, b = final_accuracy(rec)[big], final_accuracy(ref)[j]
             name = "Adam restarted at each update" if rec["config"].get("reset_optimizer") else "Adam"
             return (f"{name}, K={rec['Ks'][big]:,}: {pct(a)}; {'SGD' if ref['config']['optimizer'] == 'sgd' else 'Adam'}"
-                    f", K={k_other}: {pct(b)} (equal within {100 * tolerance(rec):.1f})",
+                    f", K={k_other}: {pct(b)} (tolerance {100 * tolerance(rec):.1f} points)",
                     bool(a < b - tolerance(rec)), [(group, big), (other, j)])
         return judge_fn
 
@@ -208,7 +208,7 @@ def claims(results) -> list:
         a = acc[order]
         listing = ", ".join(f"λ={lams[i]:g}: {pct(acc[i])}" for i in order)
         rises = a[-1] > a[0] + tol and bool(np.all(np.diff(a) >= -tol))
-        return listing + f" (equal within {100 * tol:.1f})", rises
+        return listing + f" (tolerance {100 * tol:.1f} points)", rises
 
     final = "final test accuracy"
     return judge(results, [

@@ -325,8 +325,8 @@ def claims(results) -> list:
             return "no K = ∞ run in this record", "setting not reached", []
         sizes, gaps, tol = inf["sizes"], inf["gaps"], inf["tol"]
         return ("K=1 minus K=∞, best accuracy" + at_rate(res, inf_prefix) + ": "
-                + ", ".join(f"n={n:,}: {100 * g:+.1f}" for n, g in zip(sizes, gaps)) + f" points (equal within "
-                f"{100 * tol:.1f})", bool(np.all(gaps > tol)), [(f"{inf_prefix}{n}", i) for n in sizes
+                + ", ".join(f"n={n:,}: {100 * g:+.1f}" for n, g in zip(sizes, gaps)) + f" points (tolerance "
+                f"{100 * tol:.1f} points)", bool(np.all(gaps > tol)), [(f"{inf_prefix}{n}", i) for n in sizes
                                                                  for i in (inf["i1"], inf["iinf"])])
 
     def fig4_gain(rec, res):
@@ -345,7 +345,7 @@ def claims(results) -> list:
         gain = best[-1] - best[0]
         others = [(k, i) for i, k in enumerate(Ks) if isinstance(k, int) and k != 1]
         return ("gains: " + ", ".join(f"K={k:,} {100 * gain[i]:+.1f}" for k, i in [(1, i1), *others])
-                + f" points (equal within {100 * 2 * tol:.1f})",
+                + f" points (tolerance {100 * 2 * tol:.1f} points)",
                 bool(others) and all(abs(gain[i] - gain[i1]) <= 2 * tol for _, i in others),
                 [(f"fig4_n{n}", i) for n in (sizes[0], sizes[-1]) for i in [i1] + [i for _, i in others]])
 
@@ -368,7 +368,7 @@ def claims(results) -> list:
             a = np.asarray(rec["metrics"][f"probe{layer}_test_accuracy"])[-1]
             parts.append(f"block {layer}: K={Ks[big]:,} {pct(a[big])}, K=1 {pct(a[i1])}")
             ok = ok and a[big] < a[i1] - tol
-        return "; ".join(parts) + f" (equal within {100 * tol:.1f})", ok, [("fig5_6", i1), ("fig5_6", big)]
+        return "; ".join(parts) + f" (tolerance {100 * tol:.1f} points)", ok, [("fig5_6", i1), ("fig5_6", big)]
 
     def filters(rec, _):
         Ks, i1, big = pair(rec)

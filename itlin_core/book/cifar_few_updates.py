@@ -224,7 +224,7 @@ def claims(results) -> list:
         i1, upd = Ks.index(1), np.asarray(rec["feature_updates"])[-1]
         diff = acc[big] - acc[i1]
         return (f"K={Ks[big]:,}: {pct(acc[big])} with {upd[big]:,} feature updates; K=1: {pct(acc[i1])} with "
-                f"{upd[i1]:,} ({100 * diff:+.1f} points; equal within {100 * tolerance(rec):.1f})",
+                f"{upd[i1]:,} ({100 * diff:+.1f} points; tolerance {100 * tolerance(rec):.1f})",
                 diff >= -tolerance(rec), [("fig2", big), ("fig2", i1)])
 
     def fig3_plateau(rec, _):

@@ -186,9 +186,67 @@ def judge(results, specs: Sequence[Claim]) -> list:
     return rows
 
 
+def combine(tables) -> list:
+    """One verdict per claim from several records of one chapter: ``tables`` is a list of
+    ``(label, rows)`` (rows of :func:`judge` for the same claims, largest record first). Each claim
+    takes the first "yes" or "no" among its records; a claim that no record decides keeps the first
+    record's row. Every row gains ``record``, the label it was judged on, and a row taken from a
+    later record says in ``shows`` why the earlier ones could not decide.
+
+    The order is fixed before any record is read (the GPU record, then the CPU one), so a larger
+    record's verdict always wins where it has one, whatever it says.
+
+    Examples:
+      >>> gpu = [{"claim": "a", "shows": "40%", "verdict": "unjudged (not trained)"},
+      ...        {"claim": "b", "shows": "55%", "verdict": "no"}]
+      >>> cpu = [{"claim": "a", "shows": "97%", "verdict": "yes"}, {"claim": "b", "shows": "38%", "verdict": "yes"}]
+      >>> [(r["claim"], r["verdict"], r["record"]) for r in combine([("colab", gpu), ("laptop", cpu)])]
+      [('a', 'yes', 'laptop'), ('b', 'no', 'colab')]
+      >>> combine([("colab", gpu), ("laptop", cpu)])[0]["shows"]
+      '97% [colab record: unjudged (not trained)]'
+    """
+    if not tables:
+        return []
+    claims = [[r["claim"] for r in rows] for _, rows in tables]
+    if any(c != claims[0] for c in claims):
+        raise ValueError("tables must judge the same claims in the same order; got claim lists "
+                         f"{[len(c) for c in claims]} long that differ.")
+    out = []
+    for j in range(len(claims[0])):
+        rows = [(label, t[j]) for label, t in tables]
+        pick = next((k for k, (_, r) in enumerate(rows) if r["verdict"] in ("yes", "no")), 0)
+        label, row = rows[pick]
+        why = "; ".join(f"{lab} record: {r['verdict']}" for lab, r in rows[:pick])
+        out.append(dict(row, record=label, shows=row["shows"] + (f" [{why}]" if why else "")))
+    return out
+
+
+def recorded_verdicts(chapter: str, claims_of: Callable, results_dir=None) -> list:
+    """The verdict per claim of ``chapter`` across all of its committed records
+    (:data:`~itlin_core.book.records.RECORDED_PRESETS`, largest first): :func:`combine` of
+    ``claims_of(record)`` for each record found; rows ``"unjudged (not recorded)"`` where there is
+    none (outside the repository, say).
+
+    Examples:
+      >>> import tempfile
+      >>> from itlin_core.book import cifar_few_updates, records
+      >>> rows = recorded_verdicts("cifar_few_updates", cifar_few_updates.claims, tempfile.mkdtemp())
+      >>> {r["verdict"] for r in rows}, {r["record"] for r in rows}      # nothing recorded in an empty folder
+      ({'unjudged (not recorded)'}, {'none'})
+    """
+    from .records import RECORDED_PRESETS, load_results
+    tables = []
+    for preset in RECORDED_PRESETS:
+        record = load_results(chapter, (preset,), results_dir)
+        if record is not None:
+            tables.append((preset, claims_of(record["data"])))
+    return combine(tables) if tables else [dict(r, record="none") for r in claims_of(None)]
+
+
 def claims_markdown(rows) -> str:
     """A verdict table (:func:`judge`) as Markdown; the metric column is left out when the rows
-    name none (the toy chapters' tables, where one metric is stated in the text).
+    name none (the toy chapters' tables, where one metric is stated in the text); rows of
+    :func:`combine` gain a column naming the record each was judged on.
 
     Examples:
       >>> print(claims_markdown([{"claim": "K=1 fits", "paper": "100%", "shows": "99.9%", "verdict": "yes"}]))
@@ -197,10 +255,12 @@ def claims_markdown(rows) -> str:
       | K=1 fits | 100% | 99.9% | yes |
     """
     metric = bool(rows) and all("metric" in r for r in rows)
-    head = "| claim |" + (" metric |" if metric else "") + " the paper reports | this record shows | reproduced here? |"
-    lines = [head, "|" + " --- |" * (5 if metric else 4)]
+    record = bool(rows) and all("record" in r for r in rows)
+    head = ("| claim |" + (" metric |" if metric else "") + " the paper reports |"
+            + (" the record shows | judged on |" if record else " this record shows |") + " reproduced here? |")
+    lines = [head, "|" + " --- |" * (4 + metric + record)]
     lines += [f"| {r['claim']} |" + (f" {r['metric']} |" if metric else "") + f" {r['paper']} | {r['shows']} | "
-              f"{r['verdict']} |" for r in rows]
+              + (f"{r['record']} | " if record else "") + f"{r['verdict']} |" for r in rows]
     return "\n".join(lines)
 
 
@@ -217,4 +277,5 @@ def verdict_counts(rows) -> dict:
 
 
 __all__ = ["REASONS", "VERDICTS", "FITTED", "Claim", "tolerance", "pct", "largest_finite_k", "final_accuracy",
-           "best_train_accuracy", "divergences", "judge", "claims_markdown", "verdict_counts"]
+           "best_train_accuracy", "divergences", "judge", "combine", "recorded_verdicts", "claims_markdown",
+           "verdict_counts"]

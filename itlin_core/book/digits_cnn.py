@@ -252,7 +252,7 @@ def damping_claims(cfg: DigitsConfig, sgd: dict, damp: dict) -> tuple:
       >>> [r["verdict"] for r in rows]
       ['yes', 'yes', 'no', 'yes']
       >>> rows[3]["shows"]
-      'λ=0: 70.0%, λ=1: 85.0% (equal within 4.5)'
+      'λ=0: 70.0%, λ=1: 85.0% (tolerance 4.5 points)'
     """
     tol = tolerance({"n_eval": cfg.n_test})
     best = np.asarray(damp["test_accuracy_network"]).max(axis=0)
@@ -272,7 +272,7 @@ def damping_claims(cfg: DigitsConfig, sgd: dict, damp: dict) -> tuple:
         ("... and worse than Adam with K=1 (Fig. 8)", "Adam with K=1 reaches over 70% (CIFAR10)",
          f"Adam, K={cfg.solve_K:,} {pct(solve)}, Adam, K=1 {pct(adam1)}", bool(solve < adam1 - tol)),
         ("Damping brings generalisation back (Fig. 9 bottom)", "test accuracy rises with λ",
-         ", ".join(f"λ={lams[i]:g}: {pct(b[i])}" for i in order) + f" (equal within {100 * tol:.1f})", rises)]
+         ", ".join(f"λ={lams[i]:g}: {pct(b[i])}" for i in order) + f" (tolerance {100 * tol:.1f} points)", rises)]
     rows = [{"claim": c, "paper": p, "shows": sh, "verdict": "yes" if ok else "no"} for c, p, sh, ok in rows]
     return claims_markdown(rows), rows
 

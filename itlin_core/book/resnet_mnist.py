@@ -182,7 +182,7 @@ def claims(results) -> list:
     def big_k_reaches(rec, _):
         acc, i1, big, tol = final_accuracy(rec), rec["Ks"].index(1), largest_finite_k(rec), tolerance(rec)
         return (f"K={rec['Ks'][big]:,}: {pct(acc[big])}{_status(rec, big)}; K=1: {pct(acc[i1])}"
-                f"{_status(rec, i1)} (equal within {100 * tol:.1f})", bool(acc[big] >= acc[i1] - tol),
+                f"{_status(rec, i1)} (tolerance {100 * tol:.1f} points)", bool(acc[big] >= acc[i1] - tol),
                 [(name_of(rec), big), (name_of(rec), i1)])
 
     def name_of(rec):
@@ -201,7 +201,7 @@ def claims(results) -> list:
         acc, i1, tol = final_accuracy(rec), rec["Ks"].index(1), tolerance(rec)
         finite = [i for i, k in enumerate(rec["Ks"]) if isinstance(k, int)]
         return (", ".join(f"K={rec['Ks'][i]:,}: {pct(acc[i])}{_status(rec, i)}" for i in finite)
-                + f" (equal within {100 * tol:.1f})", all(acc[i] >= acc[i1] - tol for i in finite),
+                + f" (tolerance {100 * tol:.1f} points)", all(acc[i] >= acc[i1] - tol for i in finite),
                 [("mnist_lr1e-4", i) for i in finite])
 
     def mnist_inf(rec, _):
