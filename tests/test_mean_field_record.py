@@ -131,3 +131,28 @@ def test_the_table_holds_each_seed_at_the_chosen_step_size(whole, tiny_groups):
             assert tab[m]["test_loss"][0, 0, k] == u["final_test_loss"] and tab["rf"][0, 0, k] == u["rf_test_loss"]
     part = mfr.group_table("tiny", dict(list(units.items())[:4]), TINY)      # the seed-0 sweeps only
     assert part["recorded"] == 4 and np.isnan(part["gn"]["test_loss"][0, 0, 1])
+
+
+def test_a_unit_saved_by_another_recorder_meanwhile_is_kept(whole, tiny_groups, tmp_path, monkeypatch):
+    """Two recorders of different groups share the record file: a unit that the other one saved
+    while this one trained stays in the record (each re-reads the file under a lock before
+    writing), and the next unit this one picks is chosen from the file as it is then."""
+    _, units = whole
+    keys = list(units)
+    other = {"another group's unit": {"fitted": True}}
+    train = mfr.train_unit
+
+    def train_while_another_saves(settings, progress=None):
+        r = train(settings, progress)
+        with mfr._record_lock(tmp_path):
+            mfr.save_results(mfr.CHAPTER, mfr.PRESET, {**mfr.recorded_units(tmp_path), **other}, seed=0,
+                             results_dir=tmp_path)
+        return r
+    monkeypatch.setattr(mfr, "train_unit", train_while_another_saves)
+    got = mfr.record(["tiny"], results_dir=tmp_path, max_units=1, **QUIET)
+    assert list(got) == ["another group's unit", keys[0]]
+    # the other recorder also recorded this group's second unit: this one goes on with the third
+    mfr.save_results(mfr.CHAPTER, mfr.PRESET, {**got, keys[1]: units[keys[1]]}, seed=0, results_dir=tmp_path)
+    monkeypatch.setattr(mfr, "train_unit", train)
+    got = mfr.record(["tiny"], results_dir=tmp_path, max_units=1, **QUIET)
+    assert list(got) == ["another group's unit", keys[0], keys[1], keys[2]]

@@ -235,7 +235,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
     limit = jnp.full(g, jnp.inf) if diverge_above is None else diverge_above * vloss(params, xy0)
     carry = (params, jnp.asarray(lrs), jnp.zeros(g, bool), jnp.zeros(g, bool), jnp.full(g, budget), xy0, limit, 0)
     of_active = lambda: None if stacked is None else jax.tree.map(lambda v: v[active], stacked)
-    rows, iters = [jax.device_get(evaluate(params, of_active()))], [0]
+    rows = [jax.device_get(evaluate(params, of_active()))]
     bar = progress_bar(budget, f"{method.upper()}, {g} runs", progress)
     for a, b in zip(sched[:-1], sched[1:]):
         carry = advance(carry[:7] + (jnp.asarray(a),), int(b - a))
@@ -243,7 +243,7 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
         row = {k: np.array(v) for k, v in rows[-1].items()}    # finished runs keep their last values
         for k in row:
             row[k][active] = ev[k]
-        rows.append(row), iters.append(int(b))
+        rows.append(row)
         done = np.asarray(carry[2])
         diverged[active], stopped[active] = np.asarray(carry[3]), np.asarray(carry[4])
         if bar is not None:
@@ -254,13 +254,13 @@ def run_teacher_student(cfg: TeacherStudentConfig, method: str, tau0s, lrs, *, d
             keep = np.flatnonzero(~done)
             active = active[keep]
             carry = jax.tree.map(lambda v: v[keep], carry[:7]) + (carry[7],)
-    _ = bar is not None and bar.close()
-    out = {"iters": np.asarray(iters), "tau0": tau0s, "lr": lrs, "method": method,
+    if bar is not None:
+        bar.close()
+    out = {"iters": np.asarray([0] + [int(b) for b in sched[1:len(rows)]]), "tau0": tau0s, "lr": lrs, "method": method,
            "seeds": np.full(g, cfg.seed) if seeds is None else np.asarray(seeds)}
-    for key in rows[0]:
-        out[key] = np.stack([np.asarray(r[key]) for r in rows])
     out["stopped_at"], out["diverged"] = stopped, diverged
     for key in rows[0]:          # a diverged run has no final metrics: NaN, never a stale value
+        out[key] = np.stack([np.asarray(r[key]) for r in rows])
         out["final_" + key] = np.where(diverged, np.nan, out[key][-1])
     return out
 

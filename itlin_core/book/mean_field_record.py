@@ -8,7 +8,9 @@ atomically) after every *unit*: one student, i.e. one method, activation, ``N``,
 size and seed (:func:`itlin_core.book.mean_field_gn.run_teacher_student`). Interrupted, the same
 command skips the units already in the record and goes on with the next, so a group is recorded
 over several sittings; a unit recorded with other settings is trained again. ``--list`` prints
-each group's units and how many are recorded.
+each group's units and how many are recorded. Recorders of different groups can run at once,
+one per core (``--names``): each reads the record again before every unit and adds its unit
+under a lock.
 
 A group is a step-size sweep on seed 0 at every ``(N, tau0)`` of the paper's figure, then the
 other seeds at the step size of the sweep with the lowest final test loss (:func:`chosen_lr`).
@@ -31,6 +33,7 @@ Where a 2-core CPU cannot follow the paper, the choice is stated here and in the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import time
@@ -39,7 +42,7 @@ import numpy as np
 
 from .mean_field_gn import random_features_baseline, run_teacher_student, seed_interval, teacher_student_config, \
     teacher_student_problem
-from .records import load_results, save_results
+from .records import load_results, results_path, save_results
 
 CHAPTER, PRESET = "mean_field", "paper"
 SEED_STRIDE = 1000                           # seed k is 1000 k, the chapters' convention
@@ -276,23 +279,45 @@ def record(names, *, scale: Scale = PAPER, results_dir=None, progress=None, log=
     if max_units is not None and (isinstance(max_units, bool) or not isinstance(max_units, int) or max_units < 1):
         raise ValueError(f"max_units must be a positive integer or None, got {max_units!r}.")
     jax.config.update("jax_enable_x64", True)           # the mean-field runs need float64
-    units, done = recorded_units(results_dir), 0
+    done = 0
     for name in names:
         group = GROUPS[name]
         while max_units is None or done < max_units:
+            units = recorded_units(results_dir)        # read again: a recorder of other groups may have saved
             todo = [s for s in group_units(group, units, scale) if not is_recorded(units, group, s)]
             if not todo:
                 break
             key = unit_key(group, todo[0])
             log(f"{name}: {key} ({len(todo)} unit(s) left, as far as the chosen step sizes are known)")
-            units[key] = r = train_unit(todo[0], progress)
+            r = train_unit(todo[0], progress)
             log(f"  {r['seconds']:.0f} s, stopped at {r['stopped_at']}, fitted {r['fitted']}, "
                 f"final test loss {r['final_test_loss']:.3e}")
-            save_results(CHAPTER, PRESET, units, seed=0, results_dir=results_dir,
-                         note="The teacher-student task of Arbel et al. 2023 at its size, float64 on a CPU; one unit "
-                              "per student (itlin_core.book.mean_field_record).")
+            with _record_lock(results_dir):            # read, add and write as one step
+                save_results(CHAPTER, PRESET, {**recorded_units(results_dir), key: r}, seed=0,
+                             results_dir=results_dir,
+                             note="The teacher-student task of Arbel et al. 2023 at its size, float64 on a CPU; one "
+                                  "unit per student (itlin_core.book.mean_field_record).")
             done += 1
-    return units
+    return recorded_units(results_dir)
+
+
+@contextlib.contextmanager
+def _record_lock(results_dir=None):
+    """An exclusive lock on the record's file (``fcntl.flock`` on a lock file in the temporary
+    folder), so that recorders of different groups, one per core, add their units without
+    overwriting each other's."""
+    import fcntl
+    import hashlib
+    import tempfile
+    from pathlib import Path
+    path = str(results_path(CHAPTER, PRESET, results_dir).resolve())
+    lock = Path(tempfile.gettempdir()) / f"itlin-{hashlib.sha256(path.encode()).hexdigest()[:16]}.lock"
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def main(argv=None) -> int:
