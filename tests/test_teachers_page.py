@@ -118,3 +118,20 @@ def test_teachers_page_lists_every_exercise():
                          "a one-line learning goal and its kind under the chapter's heading: " + "; ".join(missing))
     stale = sorted(listed - set(labelled))
     assert not stale, f"book/teachers.md links exercises that are not in any toc page: {stale}"
+
+
+def test_the_teachers_page_marks_checked_exactly_the_exercises_that_name_a_checker():
+    """*checked* in the Kind column means the exercise names a checker (``check_...``) that
+    students can call; every exercise of the book names one."""
+    statements = {}
+    for stem in toc_files():
+        for text in page_source(stem)[1]:
+            for m in re.finditer(r"`{3,4}\{exercise\}.*?:label: (\S+)(.*?)(?=\n`{3,4}\s*$|\Z)", text, re.S | re.M):
+                statements[m.group(1)] = m.group(0)
+    kinds = {m.group(1): {k.strip() for k in m.group(2).split(",")}
+             for m in re.finditer(r"^\| \{ref\}`(ex-[^`]+)`.*\| ([a-z, ]+) \| (?:intro|core|stretch) \|",
+                                  TEACHERS.read_text(), re.M)}
+    assert statements and kinds.keys() == statements.keys(), set(kinds) ^ set(statements)
+    wrong = [label for label, text in statements.items() if ("check_" in text) != ("checked" in kinds[label])]
+    assert not wrong, f"the Kind column's 'checked' disagrees with the exercise text: {wrong}"
+    assert all("check_" in text for text in statements.values())
