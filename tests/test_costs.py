@@ -32,7 +32,8 @@ def test_group_rows_are_the_records_own_costs():
     for chapter, name, device, runs, steps, compile_s, rate, peak, seconds in rows:
         record = records.load_results(chapter, ("colab",))
         rec = record["data"][name]
-        assert device == records.group_origin(record, name)["device"]["device_kind"]
+        full = records.group_origin(record, name)["device"]["device_kind"]
+        assert device == costs.short_device(full) and device in full and full in costs.costs_markdown("colab")
         assert runs == len(rec["labels"]) and steps == f"{int(rec['eval_step'][-1]):,}"
         want = int(rec["eval_step"][-1]) / (rec["seconds"] - rec["compile_seconds"])
         assert rate == f"{want:.0f}" and seconds == f"{rec['seconds']:.0f}"

@@ -30,6 +30,18 @@ def _timings_dir(results_dir=None) -> Path:
     return Path(results_dir or default_results_dir()) / "timings"
 
 
+def short_device(kind: str) -> str:
+    """A device's model for a narrow table column ("H100" for "NVIDIA H100 80GB HBM3"); the whole
+    name where it holds no model number. The line under the table keeps the full names.
+
+    Examples:
+      >>> [short_device(k) for k in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "Tesla T4", "cpu")]
+      ['H100', 'H200', 'T4', 'cpu']
+    """
+    m = re.search(r"\b([A-Z]{1,2}\d{1,4}[A-Za-z]?)\b", kind)
+    return m.group(1) if m else kind
+
+
 def group_costs(preset: str = "colab", platform: str = "gpu", results_dir=None) -> list:
     """One row per run group of every image chapter recorded at ``preset`` on ``platform``
     (:data:`COLUMNS`), and ``(chapter, device, jax version, date)`` for each device and date a
@@ -50,7 +62,7 @@ def group_costs(preset: str = "colab", platform: str = "gpu", results_dir=None) 
             compile_s, seconds = rec.get("compile_seconds"), float(rec["seconds"])
             rate = steps / (seconds - compile_s) if compile_s is not None and seconds > compile_s else None
             peak = rec.get("peak_device_bytes")
-            rows.append((chapter, name, device, len(rec["labels"]), f"{steps:,}",
+            rows.append((chapter, name, short_device(device), len(rec["labels"]), f"{steps:,}",
                          "-" if compile_s is None else f"{compile_s:.0f}", "-" if rate is None else f"{rate:.0f}",
                          "-" if peak is None else f"{peak / 2**30:.2f}", f"{seconds:.0f}"))
     return rows, sources
@@ -137,4 +149,4 @@ def costs_markdown(preset: str = "colab", results_dir=None) -> str:
     return "\n".join(out)
 
 
-__all__ = ["COLUMNS", "group_costs", "missing", "chapter_times", "bench_result", "costs_markdown"]
+__all__ = ["COLUMNS", "short_device", "group_costs", "missing", "chapter_times", "bench_result", "costs_markdown"]
