@@ -141,10 +141,13 @@ def _rows(*verdicts_):
 def test_combine_takes_the_largest_record_that_decides(gpu, cpu, want):
     rows = ch_claims.combine([("gpu", _rows(*gpu)), ("cpu", _rows(*cpu))])
     assert [(r["verdict"], r["record"]) for r in rows] == want
-    for r, g in zip(rows, gpu):
+    for r, g, c in zip(rows, gpu, cpu):
         fell_back = r["record"] == "cpu"
         # a row taken from the smaller record names the larger record's verdict; no other row does
-        assert (f"[gpu record: {g}]" in r["shows"]) == fell_back
+        assert (f"gpu record: {g}" in r["shows"]) == fell_back
+        # a row decided by the larger record names the smaller one's verdict where it is the opposite
+        disagrees = not fell_back and r["verdict"] in ("yes", "no") and c in ("yes", "no") and c != r["verdict"]
+        assert (f"cpu record: {c}" in r["shows"]) == disagrees
         assert r["shows"].startswith(f"{r['claim']} shows")
     counts = ch_claims.verdict_counts(rows)
     assert counts["yes"] + counts["no"] + counts["unjudged"] == 3
@@ -172,4 +175,4 @@ def test_recorded_verdicts_read_every_committed_record_largest_first(tmp_path):
     assert (row["verdict"], row["record"]) == ("yes", "laptop")
     assert row["shows"] == "0.9 [colab record: unjudged (not trained)]"
     table = ch_claims.claims_markdown([row])
-    assert "| judged on |" in table and "| laptop | yes |" in table
+    assert "| claim | reproduced here? | judged on |" in table and "| a | yes | laptop |" in table

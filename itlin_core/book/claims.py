@@ -190,20 +190,22 @@ def combine(tables) -> list:
     """One verdict per claim from several records of one chapter: ``tables`` is a list of
     ``(label, rows)`` (rows of :func:`judge` for the same claims, largest record first). Each claim
     takes the first "yes" or "no" among its records; a claim that no record decides keeps the first
-    record's row. Every row gains ``record``, the label it was judged on, and a row taken from a
-    later record says in ``shows`` why the earlier ones could not decide.
+    record's row. Every row gains ``record``, the label it was judged on; ``shows`` adds in brackets
+    why the earlier records could not decide, and any later record that decides the other way, so
+    that no disagreement between records is hidden.
 
-    The order is fixed before any record is read (the GPU record, then the CPU one), so a larger
-    record's verdict always wins where it has one, whatever it says.
+    The rule is the same for every chapter and claim and is written in code: the largest record
+    whose runs can decide a row gives its verdict, whatever a smaller record says.
 
     Examples:
       >>> gpu = [{"claim": "a", "shows": "40%", "verdict": "unjudged (not trained)"},
       ...        {"claim": "b", "shows": "55%", "verdict": "no"}]
       >>> cpu = [{"claim": "a", "shows": "97%", "verdict": "yes"}, {"claim": "b", "shows": "38%", "verdict": "yes"}]
-      >>> [(r["claim"], r["verdict"], r["record"]) for r in combine([("colab", gpu), ("laptop", cpu)])]
+      >>> rows = combine([("colab", gpu), ("laptop", cpu)])
+      >>> [(r["claim"], r["verdict"], r["record"]) for r in rows]
       [('a', 'yes', 'laptop'), ('b', 'no', 'colab')]
-      >>> combine([("colab", gpu), ("laptop", cpu)])[0]["shows"]
-      '97% [colab record: unjudged (not trained)]'
+      >>> [r["shows"] for r in rows]
+      ['97% [colab record: unjudged (not trained)]', '55% [laptop record: yes]']
     """
     if not tables:
         return []
@@ -216,8 +218,11 @@ def combine(tables) -> list:
         rows = [(label, t[j]) for label, t in tables]
         pick = next((k for k, (_, r) in enumerate(rows) if r["verdict"] in ("yes", "no")), 0)
         label, row = rows[pick]
-        why = "; ".join(f"{lab} record: {r['verdict']}" for lab, r in rows[:pick])
-        out.append(dict(row, record=label, shows=row["shows"] + (f" [{why}]" if why else "")))
+        notes = [f"{lab} record: {r['verdict']}" for lab, r in rows[:pick]]
+        if row["verdict"] in ("yes", "no"):      # a later record that decides the other way
+            notes += [f"{lab} record: {r['verdict']}" for lab, r in rows[pick + 1:]
+                      if r["verdict"] in ("yes", "no") and r["verdict"] != row["verdict"]]
+        out.append(dict(row, record=label, shows=row["shows"] + (f" [{'; '.join(notes)}]" if notes else "")))
     return out
 
 
@@ -246,21 +251,22 @@ def recorded_verdicts(chapter: str, claims_of: Callable, results_dir=None) -> li
 def claims_markdown(rows) -> str:
     """A verdict table (:func:`judge`) as Markdown; the metric column is left out when the rows
     name none (the toy chapters' tables, where one metric is stated in the text); rows of
-    :func:`combine` gain a column naming the record each was judged on.
+    :func:`combine` gain a column naming the record each was judged on. The verdict comes right
+    after the claim, so that a phone's screen shows both before the table scrolls sideways.
 
     Examples:
       >>> print(claims_markdown([{"claim": "K=1 fits", "paper": "100%", "shows": "99.9%", "verdict": "yes"}]))
-      | claim | the paper reports | this record shows | reproduced here? |
+      | claim | reproduced here? | the paper reports | this record shows |
       | --- | --- | --- | --- |
-      | K=1 fits | 100% | 99.9% | yes |
+      | K=1 fits | yes | 100% | 99.9% |
     """
     metric = bool(rows) and all("metric" in r for r in rows)
     record = bool(rows) and all("record" in r for r in rows)
-    head = ("| claim |" + (" metric |" if metric else "") + " the paper reports |"
-            + (" the record shows | judged on |" if record else " this record shows |") + " reproduced here? |")
+    head = ("| claim | reproduced here? |" + (" judged on |" if record else "") + (" metric |" if metric else "")
+            + " the paper reports |" + (" the record shows |" if record else " this record shows |"))
     lines = [head, "|" + " --- |" * (4 + metric + record)]
-    lines += [f"| {r['claim']} |" + (f" {r['metric']} |" if metric else "") + f" {r['paper']} | {r['shows']} | "
-              + (f"{r['record']} | " if record else "") + f"{r['verdict']} |" for r in rows]
+    lines += [f"| {r['claim']} | {r['verdict']} |" + (f" {r['record']} |" if record else "")
+              + (f" {r['metric']} |" if metric else "") + f" {r['paper']} | {r['shows']} |" for r in rows]
     return "\n".join(lines)
 
 
