@@ -354,7 +354,8 @@ def results_summary(chapter: str, results, source) -> str:
                 "the book then plots it.")
     lines = [f"source: {source}"]
     for name, rec in results.items():
-        diverged = "" if all(d is None for d in rec["diverged_at"]) else f"; diverged at {rec['diverged_at']}"
+        gone = [f"{lab} at step {d:,}" for lab, d in zip(rec["labels"], rec["diverged_at"]) if d is not None]
+        diverged = f"; diverged: {', '.join(gone)}" if gone else ""
         lines.append(f"{name:16s} {len(rec['labels'])} run(s), {rec['n_params']:,} parameters, "
                      f"{rec['n_train']:,} training images, {rec['n_eval']:,} evaluated; {cost_line(rec)}" + diverged)
     missing = [g for g in run_groups(chapter) if g not in results]
