@@ -80,14 +80,14 @@ def accuracy_when_each_linearisation_is_solved(results):
     plotting.plot_record_curves(axes[0], adam, "test_accuracy_proxy", colours=red,
                                 label_suffix=" (Adam, each linearisation solved)", runs=[big])
     axes[0].set(title="Test accuracy")
-    axes[0].legend(loc="best")
+    plotting.legend_below(axes[0], ncol=1)
     plotting.plot_record_curves(axes[1], adam, "train_accuracy_proxy", colours=red, label_suffix=": proxy (trained)",
                                 runs=[big])
     plotting.plot_record_curves(axes[1], adam, "train_accuracy_network", colours=red, label_suffix=": network",
                                 linestyle="--", runs=[big])
     plotting.mark_feature_updates(axes[1], adam, runs=[big])
     axes[1].set(title="Training accuracy, large K (dotted: feature updates)")
-    axes[1].legend(loc="lower right")
+    plotting.legend_below(axes[1], ncol=1)
     fig.suptitle("Like the paper's Fig. 8 (LeNet-50): solving each linearisation with Adam"
                  + plotting.stand_in_title(results))
     fig.tight_layout()
@@ -115,7 +115,7 @@ def accuracy_against_damping(results):
     axes[0].set(title="Test accuracy")
     plotting.plot_record_curves(axes[1], rec, "train_accuracy_proxy")
     axes[1].set(title="Training accuracy (of the proxy)")
-    axes[0].legend(loc="best")
+    plotting.legend_below(axes[0], ncol=2)
     positive = lams[lams > 0]
     x0 = positive.min() / 10 if len(positive) else 1.0
     xs = np.where(lams > 0, lams, x0)

@@ -132,13 +132,13 @@ def accuracy_k1_against_a_huge_k(results):
                                 runs=[i for i, K in enumerate(rec["Ks"]) if K != 1])
     plotting.mark_feature_updates(axes[0], rec, colours)
     axes[0].set(title="Test accuracy (dotted: feature updates)")
-    axes[0].legend(loc="lower right")
+    plotting.legend_below(axes[0])
     for i, label in enumerate(rec["labels"]):   # the best test accuracy reached so far, per linearisation used
         so_far = np.fmax.accumulate(np.nan_to_num(100 * rec["metrics"]["test_accuracy_proxy"][:, i], nan=-np.inf))
         axes[1].plot(rec["feature_updates"][:, i], so_far, "o-", ms=3, color=colours[i], label=label)
     axes[1].set(xscale="log", xlabel="linearisations used (feature updates)", ylabel="best test accuracy so far (%)",
                 title="Against the number of linearisations")
-    axes[1].legend(loc="best")
+    plotting.legend_below(axes[1], ncol=3)
     augment = "augmentation" if rec["config"].get("augment") else "no augmentation"
     fig.suptitle(f"Like the paper's Fig. 2 (LeNet-50, {augment}): K=1 against a huge K"
                  + plotting.stand_in_title(results))
@@ -181,7 +181,7 @@ def accuracy_against_k(results):
             axes[0].plot(np.asarray(tgn["eval_step"])[later_t], 100 * tgn["metrics"]["test_accuracy_proxy"][later_t, i],
                          color="grey", ls="--", label=f"TGN ({tgn['config']['optimizer']}, {label})")
     axes[0].set(xscale="log", xlabel="training step", ylabel="test accuracy (%)", title="Test accuracy of the trained model")
-    axes[0].legend(loc="best", ncol=2)
+    plotting.legend_below(axes[0], ncol=3)
     xs = plotting.k_axis(axes[1], Ks)
     for i, label in enumerate(labels):
         axes[1].scatter(xs[i], 100 * best[i], color=colours[i], zorder=3, label=label)
@@ -190,7 +190,7 @@ def accuracy_against_k(results):
     if tgn is not None:
         axes[1].axhline(100 * best_accuracy(tgn)[0], color="grey", ls="--", label="TGN baseline")
     axes[1].set(ylabel="best test accuracy (%)", title="Optimal early stopping")
-    axes[1].legend(loc="best", ncol=2)
+    plotting.legend_below(axes[1], ncol=3)
     fig.suptitle("Like the paper's Fig. 3 (LeNet-50): a sweep of K" + plotting.stand_in_title(results))
     fig.tight_layout()
     plt.show()
@@ -353,9 +353,11 @@ def full_batch_against_minibatch(results):
     plotting.plot_record_curves(axes[2], scaled_full, "test_accuracy_proxy", label_suffix=" (full batch)",
                                 linestyle="--")
     axes[2].set(xlabel=f"minibatch step (full-batch step × {c:g})", ylabel="", title="Both, at equal lr × steps")
-    axes[0].legend(loc="lower right")   # colour: K, the same in all three panels
+    plotting.legend_below(axes[0], ncol=1)    # each panel names its own K (the two groups' Ks differ)
+    plotting.legend_below(axes[1], ncol=1)
     axes[2].legend(handles=[Line2D([], [], color="0.3", ls="-", label="minibatch"),
-                            Line2D([], [], color="0.3", ls="--", label="full batch")], loc="lower right")
+                            Line2D([], [], color="0.3", ls="--", label="full batch")], loc="upper center",
+                   bbox_to_anchor=(0.5, -0.3), ncol=1, frameon=False)
     fig.suptitle("Like the paper's Fig. 11 (LeNet-50): full batch and minibatch"
                  + plotting.stand_in_title(results))
     fig.tight_layout()

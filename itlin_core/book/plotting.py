@@ -203,6 +203,20 @@ def stability_figure(results, source, groups) -> dict | None:
     return out
 
 
+def legend_below(ax, ncol: int = 2, **kwargs):
+    """A legend under the axes, below the x label, so that it covers no data (the layout makes room
+    for it); for panels whose curves fill every corner.
+
+    Examples:
+      >>> from matplotlib.figure import Figure
+      >>> ax = Figure().subplots()
+      >>> _ = ax.plot([0, 1], [0, 1], label="K=1")
+      >>> legend_below(ax).get_bbox_to_anchor() is not None
+      True
+    """
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=ncol, frameon=False, **kwargs)
+
+
 def mark_feature_updates(ax, record, colours=None, runs=None):
     """Dotted vertical lines at the feature updates (multiples of K) of every run of an image
     record with a finite K > 1 or a geometric rule (``runs``: only these), in the run's colour
@@ -283,5 +297,5 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
            xlabel="feature updates used (linearisations, initial one included)")
 
 
-__all__ = ["plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
+__all__ = ["legend_below", "plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
            "k_axis", "RULE_STYLE", "rules_against_updates"]

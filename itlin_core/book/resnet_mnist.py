@@ -124,7 +124,7 @@ def resnet_accuracy_with_and_without_batchnorm(results):
         plotting.plot_record_curves(ax, rec, "test_accuracy_network", label_suffix=": network", linestyle="--", runs=big)
         plotting.mark_feature_updates(ax, rec, runs=big)
         ax.set(title=f"ResNet-18 {title}, lr {rec['config']['lr']:g}")
-        ax.legend(loc="lower right")
+        plotting.legend_below(ax, ncol=1)
     axes[1].set_ylabel("")
     fig.suptitle("Like the paper's Fig. 10: ResNet-18 on CIFAR10, K=1 against a large K"
                  + plotting.stand_in_title(results))
