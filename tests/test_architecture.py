@@ -112,6 +112,7 @@ def test_algorithm_modules_import_only_rows_below_them():
 
 
 SHARED_BOOK = {"common", "records", "plotting", "widgets", "exercises", "exercises_features", "exercises_images",
+               "exercises_explore",
                "bench", "image_runs", "image_records",
                "image_chapters", "image_settings", "execution", "rules", "record", "queue", "claims", "costs",
                "estimates"}

@@ -91,7 +91,7 @@ def test_width_runs(capsys):
               ({**right, ("ntk", 8): run("ntk", 8, at=1)}, "before the end of training"),
               ({**right, ("ntk", 8): [1.0, 1.0, 1.0]}, "kernel_distance is off"),
               ({("relu", 8): [1, 2, 3]}, "'standard' or 'ntk'"), ({("ntk", 8): [1, 2]}, "3 finite number")]
-    assert_checker(lambda a: ex.check_width_runs(a, cfg), right, wrongs, capsys)
+    assert_checker(lambda a: ex.check_width_runs(a, linearisation.run_kernel_evolution, cfg), right, wrongs, capsys)
 
 
 def test_rf_widths(capsys):
@@ -109,7 +109,8 @@ def test_rf_widths(capsys):
                   (right[:2], "one finite test loss per width")]
         assert rf(10, tau0=1e-3) != right[1]                  # SiLU features depend on tau0
         assert rf(10, d=other) != right[1]
-        assert_checker(lambda a: ex.check_rf_widths(a, widths, cfg, data), right, wrongs, capsys)
+        assert_checker(lambda a: ex.check_rf_widths(a, widths, mean_field_gn.random_features_baseline, cfg, data),
+                       right, wrongs, capsys)
 
 
 def test_started_refresh(capsys):
@@ -125,7 +126,7 @@ def test_started_refresh(capsys):
 
     def check(args):
         h, problem, c = args
-        return ex.check_started_refresh(h, problem, original, c)
+        return ex.check_started_refresh(h, refresh_rules.run_small_problem, problem, original, c)
     moved = dict(started, params0={**started["params0"], first: 2 * started["params0"][first]})
     zero = dict(started, params0={**started["params0"], last: 0 * v0})
     bad_updates = dict(hist, updates=np.asarray(hist["updates"]) + 1)

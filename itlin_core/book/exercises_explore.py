@@ -5,7 +5,8 @@ they are not names the likely slip (never the expected value). The prediction is
 to explain; a checker confirms the measurement it rests on.
 
 As in :mod:`itlin_core.book.exercises`, each ``check_*`` prints a verdict and returns ``True``
-or ``False``. A checker reruns the reader's experiment, so it costs what the experiment cost; the
+or ``False``. A checker takes the chapter's function that ran the experiment as an argument, so
+that this module imports no chapter. A checker reruns the reader's experiment, so it costs what the experiment cost; the
 hints rerun a variant only once the answer is already known to be wrong. Numbers compare within
 ``rtol`` (the runs are deterministic, so a rerun on the same machine agrees to rounding);
 accuracies within one test image.
@@ -132,13 +133,13 @@ def check_lazy_gap(lazy_test, sweep: Callable, cfg, *, rtol: float = 1e-5) -> bo
     return _report(True, f"the test RMSEs at the output scales {', '.join(f'{s:g}' for s in got)} are right")
 
 
-def check_width_runs(width_runs, cfg, *, rtol: float = 1e-5) -> bool:
+def check_width_runs(width_runs, run_kernel_evolution: Callable, cfg, *, rtol: float = 1e-5) -> bool:
     """Check exercise ``ex-lin-width``: ``width_runs`` maps ``(parameterisation, width)`` to the
     final ``[kernel distance, relative parameter change, training RMSE]`` of
-    :func:`itlin_core.book.linearisation.run_kernel_evolution` on ``cfg`` with that width and
+    ``run_kernel_evolution`` (the chapter's
+    :func:`itlin_core.book.linearisation.run_kernel_evolution`) on ``cfg`` with that width and
     parameterisation, ``alphas=(1.0,)``, and ``b_std=1.0`` in the NTK parameterisation. Hints for
     the NTK parameterisation without biases, and values read before the last evaluation."""
-    from .linearisation import run_kernel_evolution
     keys = list(width_runs) if isinstance(width_runs, dict) else []
     got, bad = _pairs(width_runs, keys, 3, "width_runs")
     if bad is not None:
@@ -167,9 +168,11 @@ def check_width_runs(width_runs, cfg, *, rtol: float = 1e-5) -> bool:
     return _report(True, f"the {len(got)} runs' kernel distances, parameter changes and training RMSEs are right")
 
 
-def check_rf_widths(rf_by_width, widths, cfg, data, *, rtol: float = 1e-6) -> bool:
+def check_rf_widths(rf_by_width, widths, random_features_baseline: Callable, cfg, data, *,
+                    rtol: float = 1e-6) -> bool:
     """Check exercise ``ex-mf-rf``: ``rf_by_width[i]`` is the test loss of the random-features
-    baseline (:func:`itlin_core.book.mean_field_gn.random_features_baseline` at ``tau0 = 1``) on
+    baseline ``random_features_baseline`` (the chapter's
+    :func:`itlin_core.book.mean_field_gn.random_features_baseline`) at ``tau0 = 1`` on
     ``cfg`` with width ``widths[i]``, on the chapter's ``data``. Hints for a different ``tau0``
     and for a new draw of the data.
 
@@ -181,10 +184,9 @@ def check_rf_widths(rf_by_width, widths, cfg, data, *, rtol: float = 1e-6) -> bo
       ...     data = mean_field_gn.teacher_student_problem(cfg)
       ...     losses = [mean_field_gn.random_features_baseline(dataclasses.replace(cfg, width=m), [1.0], data=data)
       ...               ["test_loss"][0] for m in (5, 20)]
-      ...     ok = check_rf_widths(losses, [5, 20], cfg, data)
+      ...     ok = check_rf_widths(losses, [5, 20], mean_field_gn.random_features_baseline, cfg, data)
       ✔ the RF test losses at the widths 5, 20 are right
     """
-    from .mean_field_gn import random_features_baseline
     widths = [int(m) for m in widths]
     values = [_number(v) for v in np.ravel(np.asarray(rf_by_width, dtype=object))]
     if len(values) != len(widths) or any(v is None for v in values):
@@ -205,13 +207,12 @@ def check_rf_widths(rf_by_width, widths, cfg, data, *, rtol: float = 1e-6) -> bo
     return _report(True, f"the RF test losses at the widths {', '.join(map(str, widths))} are right")
 
 
-def check_started_refresh(hist, problem, original, cfg, *, rtol: float = 1e-4) -> bool:
+def check_started_refresh(hist, run_small_problem: Callable, problem, original, cfg, *, rtol: float = 1e-4) -> bool:
     """Check exercise ``ex-refresh-start``: ``problem`` must be ``original`` with only the output
     weights ``v`` changed (and no longer zero), ``cfg`` must train only ``K = 1``, ``K = inf`` and
     the drift rules (``fixed=(1, None)``, ``geometric=()``), and ``hist`` must be
-    :func:`itlin_core.book.refresh_rules.run_small_problem` on them: the same feature updates and
-    final test losses."""
-    from .refresh_rules import run_small_problem
+    ``run_small_problem`` (the chapter's :func:`itlin_core.book.refresh_rules.run_small_problem`)
+    on them: the same feature updates and final test losses."""
     p0, o0 = problem.get("params0", {}), original["params0"]
     if set(p0) != set(o0) or any(not np.array_equal(np.asarray(p0[k]), np.asarray(o0[k])) for k in o0 if k != "v"):
         return _report(False, "change only the output weights v of params0", "hint: {**params0, 'v': v0}")
