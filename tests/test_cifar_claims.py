@@ -65,17 +65,17 @@ def with_training(rec, train):
 
 def test_a_claim_on_runs_that_did_not_fit_their_data_is_unjudged():
     """Fig. 2's claim rests on K=1 and the large K: when either stays below the level of a trained
-    network the row is unjudged (not trained), whatever the test accuracies say; a run the
+    network the row is unjudged (undertrained), whatever the test accuracies say; a run the
     verdict does not use may be untrained."""
     good = dict(GOOD, fig2=with_training(GOOD["fig2"], [0.95, 0.97]))
     assert verdicts(good)["Few feature updates suffice"] == "yes"
     low = dict(GOOD, fig2=with_training(GOOD["fig2"], [0.95, 0.40]))
     row = next(r for r in ch.claims(low) if r["claim"].startswith("Few"))
-    assert row["verdict"] == "unjudged (not trained)" and "5000 40.0%" in row["shows"] and "90.0%" in row["shows"]
+    assert row["verdict"] == "unjudged (undertrained)" and "5000 40.0%" in row["shows"] and "90.0%" in row["shows"]
     # Fig. 3's plateau uses the finite K only: an untrained K = inf run does not block it
     fig3 = with_training(GOOD["fig3"], [0.95, 0.95, 0.95, 0.95, 0.30])
     assert verdicts(dict(GOOD, fig3=fig3))["A wide range of K behaves like SGD"] == "yes"
-    assert verdicts(dict(GOOD, fig3=fig3))["No feature learning costs accuracy"] == "unjudged (not trained)"
+    assert verdicts(dict(GOOD, fig3=fig3))["No feature learning costs accuracy"] == "unjudged (undertrained)"
 
 
 def test_a_claim_resting_on_a_diverged_run_is_unjudged_and_says_which():
@@ -119,7 +119,7 @@ def test_k_inf_in_its_own_group_is_judged_from_that_group():
         assert got["No feature learning costs accuracy"] == verdict
     untrained = with_training(rec([None], [0.45], lr=1e-2), [0.5])
     row = next(r for r in ch.claims(dict(GOOD, fig3=sweep, fig3_inf=untrained)) if r["claim"].startswith("No"))
-    assert row["verdict"] == "unjudged (not trained)" and "lr 0.01" in row["shows"]
+    assert row["verdict"] == "unjudged (undertrained)" and "lr 0.01" in row["shows"]
     assert verdicts(dict(GOOD, fig3=sweep))["No feature learning costs accuracy"] == "unjudged (setting not reached)"
 
 
@@ -133,10 +133,10 @@ def _rows(*verdicts_):
     # the larger record decides wherever it can, even where the smaller one disagrees
     (("yes", "no", "no"), ("no", "yes", "yes"), [("yes", "gpu"), ("no", "gpu"), ("no", "gpu")]),
     # it falls back to the smaller record only where the larger one cannot decide
-    (("unjudged (not trained)", "unjudged (diverged)", "yes"), ("no", "yes", "no"),
+    (("unjudged (undertrained)", "unjudged (diverged)", "yes"), ("no", "yes", "no"),
      [("no", "cpu"), ("yes", "cpu"), ("yes", "gpu")]),
     # a claim no record decides keeps the larger record's reason
-    (("unjudged (diverged)",) * 3, ("unjudged (not trained)",) * 3, [("unjudged (diverged)", "gpu")] * 3),
+    (("unjudged (diverged)",) * 3, ("unjudged (undertrained)",) * 3, [("unjudged (diverged)", "gpu")] * 3),
 ])
 def test_combine_takes_the_largest_record_that_decides(gpu, cpu, want):
     rows = ch_claims.combine([("gpu", _rows(*gpu)), ("cpu", _rows(*cpu))])
@@ -169,10 +169,10 @@ def test_recorded_verdicts_read_every_committed_record_largest_first(tmp_path):
             return [{"claim": "a", "paper": "-", "shows": "-", "verdict": "unjudged (not recorded)"}]
         acc = float(results["g"]["acc"][0])
         return [{"claim": "a", "paper": "-", "shows": f"{acc:.1f}",
-                 "verdict": "yes" if acc >= 0.5 else "unjudged (not trained)"}]
+                 "verdict": "yes" if acc >= 0.5 else "unjudged (undertrained)"}]
 
     (row,) = ch_claims.recorded_verdicts("demo", claims_of, tmp_path)
     assert (row["verdict"], row["record"]) == ("yes", "laptop")
-    assert row["shows"] == "0.9 [colab record: unjudged (not trained)]"
+    assert row["shows"] == "0.9 [colab record: unjudged (undertrained)]"
     table = ch_claims.claims_markdown([row])
     assert "| claim | reproduced here? | judged on |" in table and "| a | yes | laptop |" in table

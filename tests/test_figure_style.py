@@ -36,27 +36,59 @@ def test_neighbouring_periods_get_distinct_colours(Ks):
     assert plotting.k_colours([math.inf])[math.inf] == "black"
 
 
+#: Issue 42: text in a figure at least 9 pt (12 CSS px) once the figure is shown at the page's width.
+MIN_PX = 12.0
+PAGE_PX = 660        # the text column on a desktop screen, measured in the built book
+
+
+def smallest_legible_pt(width_in=None):
+    """The smallest font (in points) that a figure ``width_in`` inches wide (the widest the book
+    draws by default) shows at MIN_PX or more when shrunk to the page: s/72*660/W >= 12 px."""
+    return MIN_PX * 72 * (width_in or plotting.MAX_FIG_WIDTH) / PAGE_PX
+
+
 def test_fonts_stay_legible_at_page_width():
     """A figure of width W inches shown 660 px wide (the text column, measured in the built book)
-    draws a size-s font at about s/72*660/W px; the style keeps tick labels and legends at 9 px
-    or more for figures up to MAX_FIG_WIDTH inches wide."""
-    page_px, widest_in = 660, plotting.MAX_FIG_WIDTH
-    for key in ["legend.fontsize", "xtick.labelsize", "ytick.labelsize", "axes.labelsize", "axes.titlesize"]:
+    draws a size-s font at about s/72*660/W px; the style keeps every text at 12 px (9 pt) or
+    more for figures up to MAX_FIG_WIDTH inches wide."""
+    for key in ["legend.fontsize", "xtick.labelsize", "ytick.labelsize", "axes.labelsize", "axes.titlesize",
+                "figure.titlesize"]:
         size = float(plotting.STYLE[key])
-        assert size / 72 * page_px / widest_in >= 9, f"{key} = {size} pt is below 9 px on the page"
+        assert size >= smallest_legible_pt(), f"{key} = {size} pt is below {MIN_PX:g} px on the page"
 
 
-def figure_widths():
-    """(where, width expression) of every ``figsize=(width, ...)`` in the chapters and the book layer."""
+def code_sources():
+    """(file name, code) of every chapter notebook and book-layer module."""
     import json
     import pathlib
-    import re
 
     root = pathlib.Path(__file__).resolve().parents[1]
     sources = [(p, "\n".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code"))
                for p in sorted((root / "book").glob("*.ipynb"))]
-    sources += [(p, p.read_text()) for p in sorted((root / "itlin_core" / "book").glob("*.py"))]
-    for path, text in sources:
+    return sources + [(p, p.read_text()) for p in sorted((root / "itlin_core" / "book").glob("*.py"))]
+
+
+def test_no_text_is_set_smaller_than_the_page_allows():
+    """An explicit ``fontsize=`` below the legible size (or a relative one such as "small", which
+    shrinks the style's size) would undo the style in that figure."""
+    found, small = 0, []
+    for path, text in code_sources():
+        for m in re.finditer(r"fontsize=([^,)\s]+)", text):
+            found += 1
+            value = m.group(1).strip("\"'")
+            try:
+                ok = float(value) >= smallest_legible_pt()
+            except ValueError:
+                ok = value in {"large", "x-large", "xx-large", "larger"}
+            if not ok:
+                small.append(f"{path.name}: fontsize={value}")
+    assert found >= 5, "the scan found too few font sizes; is it broken?"
+    assert not small, f"text smaller than {MIN_PX:g} px at the page's width: {small}"
+
+
+def figure_widths():
+    """(where, width expression) of every ``figsize=(width, ...)`` in the chapters and the book layer."""
+    for path, text in code_sources():
         for m in re.finditer(r"figsize=\(", text):
             depth, i = 0, m.end()
             while not (depth == 0 and text[i] == ","):   # the width: up to the first top-level comma

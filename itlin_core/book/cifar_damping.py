@@ -30,7 +30,7 @@ def runs(preset: str) -> dict:
     if preset == "laptop":
         # eight linearisations of 750 Adam steps (the paper: ten); SGD at the first chapter's laptop rate.
         # fig9 runs 32: in the first record (6,000 steps) lambda = 1 reached 48% training accuracy, gaining
-        # about 5 points per linearisation, so its row was unjudged (not trained).
+        # about 5 points per linearisation, so its row was unjudged (undertrained).
         steps = dict(steps=6000, eval_every=150, curvature_batch=256, **LAPTOP_DAMPING)
         return {"fig8_sgd": group(Ks=(1,), lr=LAPTOP_LR, **steps),
                 "fig8_adam": group(Ks=(1, 750), lr=1e-3, optimizer="adam", **steps),
@@ -73,7 +73,7 @@ def accuracy_when_each_linearisation_is_solved(results):
     big = max(range(len(adam["Ks"])), key=lambda i: adam["Ks"][i] or math.inf)
     small = [i for i, K in enumerate(adam["Ks"]) if K == 1]
     red = ["tab:red"] * len(adam["Ks"])
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
     plotting.plot_record_curves(axes[0], sgd, "test_accuracy_proxy", colours=["tab:blue"], label_suffix=" (SGD)")
     plotting.plot_record_curves(axes[0], adam, "test_accuracy_proxy", colours=["tab:orange"] * len(adam["Ks"]),
                                 label_suffix=" (Adam)", linestyle=":", runs=small)
@@ -110,7 +110,7 @@ def accuracy_against_damping(results):
         return
     rec = results["fig9"]
     lams = np.asarray(rec["dampings"], dtype=float)
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.7))
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.7))
     plotting.plot_record_curves(axes[0], rec, "test_accuracy_proxy")
     axes[0].set(title="Test accuracy")
     plotting.plot_record_curves(axes[1], rec, "train_accuracy_proxy")
@@ -268,7 +268,7 @@ def accuracy_with_adam_kept_or_restarted(results, source):
         print("The Adam-restart comparison is not shown: no record holds it.")
         return None
     lines = _fig8_runs(results)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
     for ax, metric in zip(axes, ("test_accuracy_proxy", "train_accuracy_proxy")):
         for rec, i, label, colour, ls in lines:
             ax.plot(np.asarray(rec["eval_step"]), 100 * np.asarray(rec["metrics"][metric])[:, i], ls, color=colour,

@@ -115,7 +115,7 @@ def accuracy_against_training_set_size(results):
                                           (size_groups(results, "fig4_fast_n"), "--")) if fam]
     all_Ks = list(dict.fromkeys(k for fam, _ in families for rec in fam.values() for k in rec["Ks"]))
     colours = plotting.k_colours(all_Ks)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
     marked = False
     for fam, ls in families:
         sizes = np.array(list(fam))
@@ -161,7 +161,7 @@ def linear_probe_accuracy(results):
         print("Fig. 5 not shown: no recorded result.")
         return
     rec = results["fig5_6"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True)
     for layer, ax in zip((1, 2), axes):
         plotting.plot_record_curves(ax, rec, f"probe{layer}_test_accuracy")
         ax.set(title=f"Probe on the block-{layer} features", ylabel="probe test accuracy (%)" if layer == 1 else "")
@@ -183,8 +183,9 @@ def linear_probe_accuracy(results):
 
 
 def first_layer_filters(results):
-    """Fig. 6: the change of the first three first-layer filters from initialisation, as images
-    (the paper's colour mapping on real data), and the norm of that change over training."""
+    """Fig. 6: the change of the first three first-layer filters from initialisation, as images,
+    mapped from [-m, m] to [0, 1] with m the largest change shown (the paper maps [-0.5, 0.5]:
+    changes a tenth of that, as in the colab record, would all look grey)."""
     if results is None:
         print("Fig. 6 not shown: no recorded result.")
         return
@@ -193,11 +194,10 @@ def first_layer_filters(results):
     steps, n_runs, n_filters = np.asarray(rec["eval_step"]), F.shape[1], F.shape[-1]
     cols = np.unique(np.linspace(1, len(steps) - 1, min(6, len(steps) - 1)).round().astype(int))
     largest = float(np.nanmax(np.abs(F[cols])))
-    r = PAPER_RANGE if not rec["stand_in"] else largest
-    mapping = (f"[−{r:g}, {r:g}] → [0, 1], the paper's mapping" if r == PAPER_RANGE
-               else f"[−{r:.2g}, {r:.2g}] → [0, 1], relative to the largest change shown (paper: [−0.5, 0.5])")
+    r = largest    # one range for every run and step, so rows stay comparable (see the chapter)
+    mapping = f"[−{r:.2g}, {r:.2g}] → [0, 1], the largest change shown (the paper: [−{PAPER_RANGE:g}, {PAPER_RANGE:g}])"
     fig, axes = plt.subplots(n_filters * n_runs, len(cols), squeeze=False,
-                             figsize=(min(1.1 * len(cols) + 1.6, plotting.MAX_FIG_WIDTH), 1.1 * n_filters * n_runs + 0.8))
+                             figsize=(min(1.3 * len(cols) + 2.2, plotting.MAX_FIG_WIDTH), 1.3 * n_filters * n_runs + 1.0))
     for j in range(n_filters):
         for k in range(n_runs):
             row = j * n_runs + k
@@ -210,11 +210,11 @@ def first_layer_filters(results):
                     ax.imshow(img[..., 0], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
                 if not np.isfinite(F[e, k, ..., j]).all():      # the run had diverged by this evaluation
                     ax.text(0.5, 0.5, "diverged", transform=ax.transAxes, ha="center", va="center",
-                            color="tab:red", fontsize=9, rotation=30)
+                            color="tab:red", fontsize=12, rotation=30)
                 ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
                 if row == 0:
-                    ax.set_title(f"step {steps[e]:,}", fontsize=9)
-            axes[row, 0].set_ylabel(f"filter {j + 1}, {rec['labels'][k]}", fontsize=9, rotation=0, ha="right",
+                    ax.set_title(f"{'step ' if c == 0 else ''}{steps[e]:,}", fontsize=12)
+            axes[row, 0].set_ylabel(f"filter {j + 1}, {rec['labels'][k]}", fontsize=12, rotation=0, ha="right",
                                     va="center")
     fig.suptitle(f"Like the paper's Fig. 6: change of first-layer filters from initialisation,\n{mapping}"
                  + plotting.stand_in_title(results))

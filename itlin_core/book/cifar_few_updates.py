@@ -126,7 +126,7 @@ def accuracy_k1_against_a_huge_k(results):
         return
     rec = results["fig2"]
     colours = plotting.run_colours(rec)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
     plotting.plot_record_curves(axes[0], rec, "test_accuracy_proxy", label_suffix=": proxy (trained)")
     plotting.plot_record_curves(axes[0], rec, "test_accuracy_network", label_suffix=": network", linestyle="--",
                                 runs=[i for i, K in enumerate(rec["Ks"]) if K != 1])
@@ -162,7 +162,7 @@ def accuracy_against_k(results):
     colours = list(plotting.run_colours(rec))
     labels, final = list(rec["labels"]), list(rec["metrics"]["test_accuracy_proxy"][-1])
     updates = list(np.asarray(rec["feature_updates"])[-1])
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
     later = np.asarray(rec["eval_step"]) > 0
     steps = np.asarray(rec["eval_step"])[later]
     for i, label in enumerate(rec["labels"]):
@@ -343,7 +343,7 @@ def full_batch_against_minibatch(results):
         return
     full, mini = results["fig11_full"], results["fig11_mini"]
     c = full["config"]["lr"] / mini["config"]["lr"]            # the factor between the two learning rates
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.7), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.7), sharey=True)
     plotting.plot_record_curves(axes[0], full, "test_accuracy_proxy")
     axes[0].set(title=f"Full batch, lr {full['config']['lr']:g}")
     plotting.plot_record_curves(axes[1], mini, "test_accuracy_proxy")

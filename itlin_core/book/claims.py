@@ -9,8 +9,9 @@ numbers) and a verdict:
 
 * ``"yes"`` or ``"no"``: the record reproduces the claim, or contradicts it;
 * ``"unjudged (<reason>)"``: the record cannot decide, for one of the :data:`REASONS`: a run the
-  verdict rests on ``diverged`` (unless divergence is what the claim is about), is ``not
-  trained`` (its best training accuracy stays below the level the row states), the paper's
+  verdict rests on ``diverged`` (unless divergence is what the claim is about), is ``undertrained``
+  (its best training accuracy stays below the level the row states: it did not fit its training
+  set), the paper's
   ``setting not reached`` (e.g. its K beyond the run's steps), or the group is ``not recorded``.
 
 The criteria are fixed in code, before any record is read, and two accuracies count as equal
@@ -26,7 +27,7 @@ import numpy as np
 from .image_records import accuracy_noise_points, best_accuracy
 
 #: Why a row can be unjudged.
-REASONS = ("diverged", "not trained", "setting not reached", "not recorded")
+REASONS = ("diverged", "undertrained", "setting not reached", "not recorded")
 #: The verdicts a row can carry.
 VERDICTS = ("yes", "no") + tuple(f"unjudged ({r})" for r in REASONS)
 #: The training accuracy a run must reach (its best over the run, of the model being trained)
@@ -156,7 +157,7 @@ def _verdict(spec: Claim, results: dict, shows: str, ok, runs) -> tuple[str, str
                                               if not best[i] >= spec.trained]
         if short:
             return (shows + f" (best training accuracy {', '.join(short)}; the claim needs {pct(spec.trained)})",
-                    "unjudged (not trained)")
+                    "unjudged (undertrained)")
     if ok is None:
         raise ValueError("a judge returned ok=None; return True, False or one of the reasons " + ", ".join(REASONS))
     return shows, "yes" if ok else "no"
@@ -198,14 +199,14 @@ def combine(tables) -> list:
     whose runs can decide a row gives its verdict, whatever a smaller record says.
 
     Examples:
-      >>> gpu = [{"claim": "a", "shows": "40%", "verdict": "unjudged (not trained)"},
+      >>> gpu = [{"claim": "a", "shows": "40%", "verdict": "unjudged (undertrained)"},
       ...        {"claim": "b", "shows": "55%", "verdict": "no"}]
       >>> cpu = [{"claim": "a", "shows": "97%", "verdict": "yes"}, {"claim": "b", "shows": "38%", "verdict": "yes"}]
       >>> rows = combine([("colab", gpu), ("laptop", cpu)])
       >>> [(r["claim"], r["verdict"], r["record"]) for r in rows]
       [('a', 'yes', 'laptop'), ('b', 'no', 'colab')]
       >>> [r["shows"] for r in rows]
-      ['97% [colab record: unjudged (not trained)]', '55% [laptop record: yes]']
+      ['97% [colab record: unjudged (undertrained)]', '55% [laptop record: yes]']
     """
     if not tables:
         return []

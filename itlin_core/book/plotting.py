@@ -14,9 +14,9 @@ from .common import k_label, parse_rule, rule_family
 
 #: The book's figure style. Figures are shown at the width of the page's text column (660 px on
 #: a desktop screen, measured in the built book), so what a reader sees of a font is roughly
-#: ``size_pt / 72 * 660 / figure_width_in`` pixels: the sizes below keep tick labels and legends
-#: at 9 px or more up to figures ``MAX_FIG_WIDTH`` inches wide; wider figures (four panels in a
-#: row) are laid out in two rows instead.
+#: ``size_pt / 72 * 660 / figure_width_in`` pixels: the sizes below keep every text at 12 px
+#: (9 pt) or more up to figures ``MAX_FIG_WIDTH`` inches wide (issue 42); wider figures would
+#: shrink it, so a figure with more panels than fit puts them in two rows instead.
 STYLE = {
     "figure.dpi": 110,
     "savefig.dpi": 110,
@@ -29,7 +29,7 @@ STYLE = {
     "axes.labelsize": 12.5,
     "xtick.labelsize": 12,
     "ytick.labelsize": 12,
-    "legend.fontsize": 11.5,
+    "legend.fontsize": 12,
     "legend.frameon": False,
     "figure.titlesize": 13,
     "lines.linewidth": 1.8,
@@ -37,7 +37,7 @@ STYLE = {
 
 
 #: The widest figure the book draws, in inches: wider ones put their panels in two rows.
-MAX_FIG_WIDTH = 11.0
+MAX_FIG_WIDTH = 9.0
 
 
 def use_style():
@@ -292,7 +292,7 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
         if family == "fixed" and annotate_fixed:  # adaptive runs are named in the tables instead
             for i in idx:
                 ax.annotate(hist["labels"][i], (upd[i], val[i]), textcoords="offset points", xytext=(6, 4),
-                            fontsize=9)
+                            fontsize=12)
     ax.set(xscale="log", yscale="log" if log_y else "linear", ylabel=ylabel,
            xlabel="feature updates used (linearisations, initial one included)")
 

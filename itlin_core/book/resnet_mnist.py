@@ -115,7 +115,7 @@ def resnet_accuracy_with_and_without_batchnorm(results):
     if results is None:
         print("Fig. 10 not shown: no recorded result.")
         return
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True)
     for ax, name, title in zip(axes, ("fig10_plain", "fig10_bn"), ("without BatchNorm", "with BatchNorm")):
         rec = results[name]
         title += " and augmentation" if rec["config"].get("augment") else ""
@@ -147,7 +147,7 @@ def accuracy_against_k_mnist_and_cifar(results):
     if results is None:
         print("Fig. 1 (workshop paper) not shown: no recorded result.")
         return
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.7))
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.7))
     for ax, name in zip(axes, FIG1):
         rec = results[name]
         plotting.plot_record_curves(ax, rec, "test_accuracy_proxy")

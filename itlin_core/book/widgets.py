@@ -230,7 +230,7 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
             for ax, (xlim, ylim) in zip(fig.axes, limits):
                 ax.set_xlim(xlim)
                 ax.set_ylim(ylim)
-        fig.suptitle(f"{label} = {fmt(v)}", fontsize=11)
+        fig.suptitle(f"{label} = {fmt(v)}", fontsize=13)
         fig.tight_layout()
 
     if _mode(mode) == "static":
