@@ -19,7 +19,7 @@ BUILD_DIR    := _build
 # sources, the recorded results or the pinned requirements change (see `book` below).
 JCACHE       := $(BUILD_DIR)/.jupyter_cache
 CACHE_KEY    := $(BUILD_DIR)/.itlin_cache_key
-# Notebooks executed at once by `make book` (itlin_core.book.execution fills the cache above
+# Notebooks executed at once by `make book` (itlin_core.tools.execution fills the cache above
 # before Jupyter Book renders; a notebook it could not run is executed again by the build).
 JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
 # show | hide: the exercises' solutions in the built pages (book/_ext/itlin_html.py)
@@ -68,7 +68,7 @@ book: $(STAMP)
 	fi; \
 	echo "$$key" > $(CACHE_KEY)
 	$(BLAS_ENV) JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
-	  $(VENV_PY) -m itlin_core.book.execution --jobs $(JOBS) --cache $(JCACHE)
+	  $(VENV_PY) -m itlin_core.tools.execution --jobs $(JOBS) --cache $(JCACHE)
 	$(BLAS_ENV) JAX_PLATFORMS=cpu ITLIN_PRESET=$(ITLIN_PRESET) ITLIN_PROGRESS=text ITLIN_SLIDERS=static \
 	  ITLIN_HIDE_SOLUTIONS=$(if $(filter hide,$(SOLUTIONS)),1,0) $(VENV)/bin/jupyter-book build . --all
 	@echo
@@ -99,7 +99,7 @@ book: $(STAMP)
 # for bit: machine code that fuses or orders operations differently rounds differently), and
 # every comparison a test makes is between programs built the same way. Timings are never
 # asserted by the tests. `make book` compiles with these flags only the notebooks whose time is
-# mostly compiling (itlin_core.book.execution.COMPILE_BOUND, measured); the others and the
+# mostly compiling (itlin_core.tools.execution.COMPILE_BOUND, measured); the others and the
 # benchmarks compile as usual.
 TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true \
                   --xla_cpu_use_fusion_emitters=false
@@ -135,7 +135,7 @@ check-newest:
 	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet "itlin-core @ git+file://$(CURDIR)"
 	cd $(NEWEST_DIR) && $(BLAS_ENV) XLA_FLAGS="$(TEST_XLA_FLAGS)" \
 	  $(if $(ITLIN_JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(ITLIN_JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2) \
-	  venv/bin/python -m itlin_core.book.newest \
+	  venv/bin/python -m itlin_core.tools.newest \
 	  --book $(CURDIR) --out $(abspath $(NEWEST_STATUS)) --jobs $(JOBS)
 
 clean:

@@ -4,7 +4,7 @@ executes every notebook once instead of twice.
 When ``$ITLIN_TEST_BOOK_DIR`` is set (``make test`` sets it), this plugin collects the outputs of
 every cell nbval runs; once all code cells of a notebook have passed, it stores the executed
 notebook in the execution cache of the smoke book build (``$ITLIN_TEST_BOOK_DIR/_build/
-.jupyter_cache``, see ``itlin_core.book.execution.cache_executed``). The build
+.jupyter_cache``, see ``itlin_core.tools.execution.cache_executed``). The build
 (``tests/test_book_build.py``, run after the notebooks) then renders those notebooks from the cache
 and executes only the ones that are missing. A notebook with a failing or skipped cell is not
 cached (nbval reports it). Without the variable nothing is cached and the build executes all.
@@ -12,7 +12,7 @@ cached (nbval reports it). Without the variable nothing is cached and the build 
 So that the build need not wait for the last unit test, it may start as soon as every notebook has
 been handed out: each worker lists the notebooks it collected (``expected-<name>`` in
 ``$ITLIN_TEST_BOOK_DIR/_notebooks``) and marks each notebook whose last cell has run, passed or
-not (``done-<name>``), and the build waits for these marks (``itlin_core.book.execution.wait_for_notebooks``).
+not (``done-<name>``), and the build waits for these marks (``itlin_core.tools.execution.wait_for_notebooks``).
 """
 
 import os
@@ -24,13 +24,13 @@ import pytest
 def pytest_configure(config):
     """Under pytest-xdist, each worker (and the notebook kernels and processes it starts) keeps to
     its own share of the CPU cores, as the book build's workers do
-    (``itlin_core.book.execution.core_share``): unpinned, two workers each running XLA's thread
+    (``itlin_core.tools.execution.core_share``): unpinned, two workers each running XLA's thread
     pool on every core slow each other down far beyond sharing (measured on 2 cores: the image
     teacher's step-size sweep at `smoke` took 13 s alone, 130 s beside a copy of itself, and 13 s
     with the two copies on one core each)."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     if worker.startswith("gw") and count.isdigit():
-        from itlin_core.book import execution
+        from itlin_core.tools import execution
         execution.pin_to(execution.core_share(int(worker[2:]), int(count)))
 
 
@@ -47,7 +47,7 @@ def pytest_collection_finish(session):
     book_dir = os.environ.get("ITLIN_TEST_BOOK_DIR")
     if not book_dir:
         return
-    from itlin_core.book.execution import mark_notebook
+    from itlin_core.tools.execution import mark_notebook
 
     for stem in {pathlib.Path(str(item.parent.fspath)).stem for item in session.items if _nbval_cell(item)}:
         mark_notebook(book_dir, stem, "expected")
@@ -73,7 +73,7 @@ def pytest_runtest_makereport(item, call):
     book_dir = os.environ.get("ITLIN_TEST_BOOK_DIR")
     if not book_dir or not _nbval_cell(item):
         return
-    from itlin_core.book.execution import cache_executed, mark_notebook
+    from itlin_core.tools.execution import cache_executed, mark_notebook
 
     report = outcome.get_result()
     path = pathlib.Path(str(item.parent.fspath))

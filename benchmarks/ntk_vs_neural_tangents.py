@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 import itlin_core as ic
-from itlin_core.book.bench import NTK_PROBLEMS, before_traced_ntk
+from itlin_core.tools.bench import NTK_PROBLEMS, before_traced_ntk
 
 try:
     import neural_tangents as nt

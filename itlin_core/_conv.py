@@ -5,7 +5,7 @@ its input and contracts them with the kernel in one matrix product. The sums are
 ``lax.conv_general_dilated`` (the ``*_lax`` references below; tests/test_models_cnn.py compares
 values and gradients), but inside ``lax.scan`` on XLA:CPU, where the training loops run,
 ``lax.conv`` takes a slow path and these forms are several times faster (``python -m
-itlin_core.book.bench --conv`` measures both); on a GPU the two cost about the same.
+itlin_core.tools.bench --conv`` measures both); on a GPU the two cost about the same.
 """
 
 from __future__ import annotations

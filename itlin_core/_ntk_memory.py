@@ -25,7 +25,7 @@ import numpy as np
 from ._validate import check_whole
 
 #: How much slower per flop NTK-vector products run than contracting per-example Jacobians (one
-#: large matrix product), measured with ``python -m itlin_core.book.bench --ntk`` on a CPU: the
+#: large matrix product), measured with ``python -m itlin_core.tools.bench --ntk`` on a CPU: the
 #: full blocks of the 10-output MLP and LeNet-50 there took 2.5 to 3 times longer than the flop
 #: counts of :func:`auto_method` predict.
 NTVP_SLOWER = 3

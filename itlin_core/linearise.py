@@ -167,7 +167,7 @@ def linearised_value_and_grad(apply_fn: Callable, loss_fn: Callable, damping=0.0
     what the tangent map needs; ``J delta`` is that map applied to ``delta``, and ``J^T g`` its
     transpose (:func:`jax.linear_transpose`). This is the arithmetic minimum (one forward, one
     tangent, one backward pass) and measured about 7% faster than reverse-mode differentiation
-    through a ``jax.jvp`` for LeNet-50 on CPU (``python -m itlin_core.book.bench``).
+    through a ``jax.jvp`` for LeNet-50 on CPU (``python -m itlin_core.tools.bench``).
 
     ``microbatch``: split the batch into chunks of this many examples
     (:func:`itlin_core.split_microbatches`) and accumulate the loss and gradient over them with

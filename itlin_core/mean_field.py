@@ -241,7 +241,7 @@ def make_gn_step(net: MeanFieldNet, x, y, *, alpha: float = 1.0, floor: float = 
     is :func:`mean_field_ntk` with the network's own ``activation`` and ``beta`` (so ``net`` must
     be a :class:`MeanFieldNet`); with ``fast=False`` the generic empirical NTK
     (:func:`itlin_core.empirical_ntk`), for any ``(init, apply)`` model. Both give the same step
-    (tested); ``python -m itlin_core.book.bench --mean-field`` times them. ``ntk_batch_size``
+    (tested); ``python -m itlin_core.tools.bench --mean-field`` times them. ``ntk_batch_size``
     bounds the memory of the generic kernel (examples per chunk, see
     :func:`itlin_core.empirical_ntk`); by default its per-example Jacobians are formed at once
     when they fit in a gigabyte (about 220 MB at Arbel et al.'s size, N = 500, M = 5000).

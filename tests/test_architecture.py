@@ -44,19 +44,36 @@ def is_book(mod):
     return mod == "itlin_core.book" or mod.startswith("itlin_core.book.")
 
 
+def is_tools(mod):
+    """The maintainers' tools (recording, the build's executor, benchmarks, the Colab-like check):
+    they import both layers and neither layer imports them."""
+    return mod == "itlin_core.tools" or mod.startswith("itlin_core.tools.")
+
+
 def test_the_algorithm_layer_never_imports_the_book_layer():
     for path in MODULES:
         mod = name_of(path)
-        if not is_book(mod):
+        if not is_book(mod) and not is_tools(mod):
             bad = sorted(m for m in imports(path) if is_book(m))
             assert not bad, f"{mod} imports the book layer: {bad}"
+
+
+def test_nothing_but_the_tools_imports_the_tools():
+    """A chapter's code never depends on the recorder, the executor or the benchmarks."""
+    tools = [p for p in MODULES if is_tools(name_of(p)) and p.name != "__init__.py"]
+    assert len(tools) >= 5, "the scan found too few tool modules; is it broken?"
+    for path in MODULES:
+        mod = name_of(path)
+        if not is_tools(mod):
+            bad = sorted(m for m in imports(path) if is_tools(m))
+            assert not bad, f"{mod} imports the tools: {bad}"
 
 
 def test_the_algorithm_layer_has_no_import_cycles():
     graph = {}
     for path in MODULES:
         mod = name_of(path)
-        if not is_book(mod) and mod != "itlin_core":
+        if not is_book(mod) and not is_tools(mod) and mod != "itlin_core":
             graph[mod] = {m for m in imports(path) if m in {name_of(p) for p in MODULES} and m != "itlin_core"}
     state = {}
 
@@ -104,7 +121,7 @@ def test_algorithm_modules_import_only_rows_below_them():
     rank = {f"itlin_core.{m}": i for i, m in enumerate(order)}
     for path in MODULES:
         mod = name_of(path)
-        if is_book(mod) or mod == "itlin_core":
+        if is_book(mod) or is_tools(mod) or mod == "itlin_core":
             continue
         for dep in imports(path):
             if dep in rank:
@@ -113,9 +130,7 @@ def test_algorithm_modules_import_only_rows_below_them():
 
 SHARED_BOOK = {"common", "records", "plotting", "widgets", "exercises", "exercises_features", "exercises_images",
                "exercises_explore",
-               "bench", "image_runs", "image_records",
-               "image_chapters", "image_settings", "execution", "rules", "record", "queue", "claims", "costs",
-               "estimates"}
+               "image_runs", "image_records", "image_chapters", "image_settings", "rules", "claims", "estimates"}
 #: the image chapter modules, which image_chapters (their table, runner and recorder) imports
 IMAGE_CHAPTERS = {"cifar_few_updates", "cifar_features", "cifar_damping", "resnet_mnist"}
 

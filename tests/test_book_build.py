@@ -25,7 +25,7 @@ import warnings
 
 import pytest
 
-from itlin_core.book import execution
+from itlin_core.tools import execution
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 JB = pathlib.Path(sys.executable).with_name("jupyter-book")
@@ -572,7 +572,8 @@ def test_the_gpu_page_tables_are_computed_from_the_records(tmp_path):
     """``{itlin-measured-costs}`` renders the measured costs from the committed records: every
     image chapter is either in the table (with its GPU named) or listed as not recorded; and
     ``{itlin-newest-check}`` renders the Colab-like check's status file as a table."""
-    from itlin_core.book import costs, image_chapters
+    from itlin_core.book import image_chapters
+    from itlin_core.tools import costs
 
     book = small_book(tmp_path, {"page.md": "# Page\n\n```{itlin-measured-costs} colab\n```\n\n"
                                             "```{itlin-newest-check}\n```\n"})

@@ -1,9 +1,10 @@
-"""The GPU page's measured costs (itlin_core.book.costs): read back from the files the runs wrote,
+"""The GPU page's measured costs (itlin_core.tools.costs): read back from the files the runs wrote,
 and computed the way the page says."""
 
 import pytest
 
-from itlin_core.book import costs, image_chapters, records
+from itlin_core.book import image_chapters, records
+from itlin_core.tools import costs
 
 
 def test_chapter_times_span_from_first_begin_to_last_end(tmp_path):

@@ -1,4 +1,4 @@
-"""The notebook timings file of ``make book``'s first step (itlin_core.book.execution): written
+"""The notebook timings file of ``make book``'s first step (itlin_core.tools.execution): written
 atomically and read back before it replaces the old one; a damaged or foreign file at its name is
 refused with a sentence that names it, before any notebook runs, and never replaced unless the
 caller says so. (The execution itself is tested in test_book_build.py.)"""
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from itlin_core.book import execution
+from itlin_core.tools import execution
 
 from test_figure_data import HalfWritten
 

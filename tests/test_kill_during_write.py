@@ -3,7 +3,7 @@ complete in its previous version or complete in its new one, never a partial fil
 (:func:`itlin_core.save_checkpoint`), results records (:func:`itlin_core.book.records.save_results`),
 stand-in data sets (:func:`itlin_core.datasets.write_stand_in`), the tables behind the figures
 (:func:`itlin_core.book.figure_data.write_figure_csv`) and the notebook timings of ``make book``
-(:func:`itlin_core.book.execution.write_times`). A child process writes a
+(:func:`itlin_core.tools.execution.write_times`). A child process writes a
 first version, then starts a second one and stops inside its n-th call of a file's ``write``
 (found with :func:`sys.setprofile`): the test kills it there and reads what is left. A writer
 that wrote into the file itself would leave it empty or cut off."""
@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import itlin_core as ic
-from itlin_core.book import execution, records
+from itlin_core.book import records
+from itlin_core.tools import execution
 
 N = 100_000     # floats per version: several write calls per file
 ROWS = 1000     # rows of a figure's table (each is traced while the child writes, so few), timings
@@ -31,7 +32,8 @@ def write(v):
 """,
     "record": f"""
 import numpy as np
-from itlin_core.book import execution, records
+from itlin_core.book import records
+from itlin_core.tools import execution
 def write(v):
     records.save_results("kill_test", "smoke", {{"g": {{"a": np.full({N // 8}, float(v))}}}}, seed=v, results_dir=DIR)
 """,
@@ -49,7 +51,7 @@ def write(v):
     figure_data.write_figure_csv({{"g": rec}}, ["g"], "fig", folder=DIR)
 """,
     "timings": f"""
-from itlin_core.book import execution
+from itlin_core.tools import execution
 def write(v):
     execution.write_times(DIR + "/" + execution.TIMES_FILE, {{f"nb{{i}}": float(v) for i in range({ROWS})}})
 """,

@@ -1,4 +1,4 @@
-"""The Colab-like check (itlin_core.book.newest): notebooks copied out of the book and executed
+"""The Colab-like check (itlin_core.tools.newest): notebooks copied out of the book and executed
 elsewhere, a status that says which chapter ran with which versions, and its page sentence."""
 
 import json
@@ -7,7 +7,7 @@ import pathlib
 import nbformat
 import pytest
 
-from itlin_core.book import newest
+from itlin_core.tools import newest
 
 
 def book(tmp_path, cells: dict):

@@ -130,7 +130,7 @@ def test_ntk_bench_checks_every_method_against_the_first_and_reports_as_it_goes(
     """``bench --ntk`` prints each problem as it finishes (on an H100 the whole bench ran for
     minutes with nothing printed) and reports how closely the methods agreed; on a CPU they agree
     to float32 rounding, so the tolerance there is 1e-4 of the kernel's largest entry."""
-    from itlin_core.book import bench
+    from itlin_core.tools import bench
     import itlin_core as ic
 
     assert bench.agreement_tolerance() == 1e-4             # the tests run on a CPU

@@ -1,4 +1,4 @@
-"""``python -m itlin_core.book.queue``: records every pending run group, one record command per
+"""``python -m itlin_core.tools.queue``: records every pending run group, one record command per
 group, stops when its budget is spent and, run again, skips what is recorded and resumes the
 interrupted group, ending with the record an uninterrupted queue makes. Tested at a tiny size on
 stand-in files in CIFAR10's on-disk format, through the real record command in a subprocess
@@ -10,12 +10,14 @@ import textwrap
 import pytest
 
 import itlin_core as ic
-from itlin_core.book import cifar_few_updates, image_records, image_settings, queue, records
+from itlin_core.book import cifar_few_updates, image_records, image_settings, records
+from itlin_core.tools import queue
 
 TINY = dict(width=4, batch_size=16, n_eval=64, eval_batch=32, n_train=96)
 WRAPPER = textwrap.dedent('''
     import sys
-    from itlin_core.book import cifar_few_updates, image_settings, record
+    from itlin_core.book import cifar_few_updates, image_settings
+    from itlin_core.tools import record
     TINY = dict(width=4, batch_size=16, n_eval=64, eval_batch=32, n_train=96)
     def tiny_runs(preset):
         return {"fig3": image_settings.group(steps=150, eval_every=10, Ks=(1, 4, None), lr=0.005, **TINY),

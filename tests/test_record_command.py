@@ -1,4 +1,4 @@
-"""``python -m itlin_core.book.record``: records a chapter from the data folder it is given,
+"""``python -m itlin_core.tools.record``: records a chapter from the data folder it is given,
 refuses clearly what it cannot record, resumes, and merges groups recorded in several sittings.
 Tested on files written in the real on-disk format (no internet here), with tiny groups in place
 of the chapter's laptop groups."""
@@ -10,7 +10,8 @@ import re
 import pytest
 
 import itlin_core as ic
-from itlin_core.book import cifar_few_updates, image_chapters, image_records, image_settings, record, records
+from itlin_core.book import cifar_few_updates, image_chapters, image_records, image_settings, records
+from itlin_core.tools import record
 
 TINY = dict(width=4, batch_size=16, n_eval=64, eval_batch=32, n_train=96)
 

@@ -5,7 +5,8 @@ software and date (``records.group_origin``), and what the book prints and tabul
 import pytest
 
 import itlin_core as ic
-from itlin_core.book import cifar_few_updates, costs, estimates, image_chapters, image_settings, record, records
+from itlin_core.book import cifar_few_updates, estimates, image_chapters, image_settings, records
+from itlin_core.tools import costs, record
 
 TINY = dict(width=4, batch_size=16, n_eval=64, eval_batch=32, n_train=96)
 

@@ -218,7 +218,7 @@ def test_any_tolerance_is_accepted_or_refused_with_a_value_error(tol):
 
 def test_rules_bench_times_every_rule_against_fixed_k():
     """``bench --rules`` builds and times every rule (it once crashed on a rule being a tuple)."""
-    from itlin_core.book import bench
+    from itlin_core.tools import bench
 
     t = bench.rules_bench(batch=8, rounds=1, steps=1, model=ic.mlp([6, 8, 10]), input_shape=(6,))
     assert set(t) == {"K=10", *bench.RULES, *(f"{k} / K=10" for k in bench.RULES)}

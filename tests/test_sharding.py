@@ -20,7 +20,7 @@ from hypothesis import given, settings, strategies as st
 
 import itlin_core as ic
 from itlin_core import sharding
-from itlin_core.book import record
+from itlin_core.tools import record
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))

@@ -34,7 +34,7 @@ The duplicate of sphinx-thebe's ``const THEBE_JS_URL = ...`` then makes every pa
 
 **Measured costs.** The directive ``{itlin-measured-costs}`` writes the tables of measured GPU
 costs on the page "Running the chapters on a GPU" at build time, from the committed records and
-saved timings (``itlin_core.book.costs``), so that no time on that page is typed by hand.
+saved timings (``itlin_core.tools.costs``), so that no time on that page is typed by hand.
 
 This extension drops the second copy of any script with the same source, body and attributes
 from each page's ``script_files`` just before the page is rendered. The browser test in
@@ -185,23 +185,23 @@ class MarkdownFromResults(SphinxDirective):
 
 class MeasuredCosts(MarkdownFromResults):
     """``{itlin-measured-costs}``: the GPU page's tables of measured costs, computed from the
-    committed records and saved timings (:func:`itlin_core.book.costs.costs_markdown`), so that no
+    committed records and saved timings (:func:`itlin_core.tools.costs.costs_markdown`), so that no
     time or memory figure on the page is typed by hand."""
 
     optional_arguments = 1     # the preset, default colab
 
     def markdown(self):
-        from itlin_core.book import costs
+        from itlin_core.tools import costs
 
         return costs.costs_markdown(self.arguments[0] if self.arguments else "colab")
 
 
 class NewestCheck(MarkdownFromResults):
     """``{itlin-newest-check}``: the status of the last Colab-like check
-    (:func:`itlin_core.book.newest.status_markdown` of ``book/results/newest.json``)."""
+    (:func:`itlin_core.tools.newest.status_markdown` of ``book/results/newest.json``)."""
 
     def markdown(self):
-        from itlin_core.book import newest
+        from itlin_core.tools import newest
 
         return newest.status_markdown(pathlib.Path(self.env.srcdir) / "book" / "results" / "newest.json")
 

@@ -11,5 +11,7 @@ and its runs (and, for the image chapters, its figures); the rest is shared:
   table of the four image chapters;
 * :mod:`~itlin_core.book.plotting`, :mod:`~itlin_core.book.widgets`,
   :mod:`~itlin_core.book.exercises`: figure style, sliders, exercise checkers;
-* :mod:`~itlin_core.book.bench`: timings to run by hand (``python -m itlin_core.book.bench``).
+
+The maintainers' tools (recording runs, the build's executor, benchmarks) are in
+:mod:`itlin_core.tools`, which imports this layer; nothing here imports them.
 """

@@ -6,7 +6,7 @@ where JAX finds a GPU, ``book`` otherwise) through :func:`get_preset`, and its s
 table per chapter (``{preset: config}``), so every choice the papers leave open is stated in one
 place. ``smoke`` is for CI and nbval (seconds), ``book`` for the book build on a 2-core CPU (about
 a minute or two per toy chapter), ``laptop`` for recording the image chapters on real data on a
-CPU (about an hour per chapter; ``python -m itlin_core.book.record``), ``colab``/``paper`` for
+CPU (about an hour per chapter; ``python -m itlin_core.tools.record``), ``colab``/``paper`` for
 GPUs. The toy chapters are CPU
 experiments whatever the preset: a table without a ``colab`` or ``paper`` entry uses its ``book``
 entry.

@@ -349,7 +349,7 @@ def results_summary(chapter: str, results, source) -> str:
     if results is None:
         return (f"No laptop, colab or paper result of '{chapter}' has been recorded yet, so the figures below are "
                 "not shown.\nTo produce one, run this notebook on a GPU with ITLIN_PRESET=colab, or record it "
-                f"with 'python -m itlin_core.book.record {chapter} --preset <laptop|colab|paper> --data DIR' (see "
+                f"with 'python -m itlin_core.tools.record {chapter} --preset <laptop|colab|paper> --data DIR' (see "
                 f"the page 'Running the chapters on a GPU'); it saves book/results/{chapter}-<preset>.json, and "
                 "the book then plots it.")
     lines = [f"source: {source}"]

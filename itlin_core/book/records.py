@@ -253,7 +253,7 @@ def save_results(chapter: str, preset: str, data: Mapping, *, seed: int, results
       results_dir: default :func:`default_results_dir` (``book/results``).
       note: an optional free-text remark (e.g. "timing run on stand-in data").
       origin: where and when the data were computed (``{"device", "versions", "created"}``), for
-        a record assembled from runs made elsewhere (:func:`itlin_core.book.record.merge_records`);
+        a record assembled from runs made elsewhere (:func:`itlin_core.tools.record.merge_records`);
         default this machine's device and software, and now.
 
     The file also records the software versions, the device and the UTC time. It is written

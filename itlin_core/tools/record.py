@@ -1,6 +1,6 @@
 """Record an image chapter's run groups on real data, for the book to plot.
 
-``python -m itlin_core.book.record CHAPTER --preset laptop --data DIR`` trains the chapter's run
+``python -m itlin_core.tools.record CHAPTER --preset laptop --data DIR`` trains the chapter's run
 groups at the preset (:func:`itlin_core.book.image_chapters.run_groups`) on the real data set in
 ``DIR`` (CIFAR10 as ``DIR/cifar-10-batches-py/`` or its archive, MNIST as the four idx files in
 ``DIR`` or ``DIR/mnist``), with a progress bar and a checkpoint per group, and writes
@@ -44,10 +44,10 @@ import jax
 
 import itlin_core as ic
 
-from .image_chapters import CHAPTERS, RECORDED_PRESETS, cost_line, run_chapter, run_groups
-from .image_records import config_matches
-from .image_runs import image_data
-from .records import (ORIGIN_FIELDS, default_checkpoint_dir, device_description, group_origin, keep_origin,
+from ..book.image_chapters import CHAPTERS, RECORDED_PRESETS, cost_line, run_chapter, run_groups
+from ..book.image_records import config_matches
+from ..book.image_runs import image_data
+from ..book.records import (ORIGIN_FIELDS, default_checkpoint_dir, device_description, group_origin, keep_origin,
                       load_results, results_path, save_results, software_versions)
 
 
@@ -215,7 +215,7 @@ def _merge_sources(specs) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m itlin_core.book.record", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m itlin_core.tools.record", description=__doc__.split("\n\n")[0])
     parser.add_argument("chapter", help=f"one of {', '.join(CHAPTERS)}")
     parser.add_argument("--preset", required=True, help=f"one of {', '.join(RECORDED_PRESETS)}")
     parser.add_argument("--data", help="folder holding the data set (see the module docstring)")

@@ -1,6 +1,6 @@
 """Executing the book's notebooks into Jupyter Book's execution cache, several at a time.
 
-    python -m itlin_core.book.execution [--jobs 2] [--cache _build/.jupyter_cache]
+    python -m itlin_core.tools.execution [--jobs 2] [--cache _build/.jupyter_cache]
 
 Jupyter Book 1 (``execute_notebooks: cache`` in ``_config.yml``) executes every notebook whose
 code is not in its cache, one after another. ``make book`` first runs this module, which executes

@@ -10,7 +10,7 @@ Three kinds of file, none typed by hand:
   the shell script beside it, so a chapter's whole time (processes, data loading and all) is the
   span from its first ``begin`` to its last ``end``;
 * benchmark output ``book/results/timings/<machine>-<date>-bench.txt``: what ``python -m
-  itlin_core.book.bench`` printed, saved with ``>``.
+  itlin_core.tools.bench`` printed, saved with ``>``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .image_chapters import CHAPTERS
-from .records import default_results_dir, group_origin, load_results
+from ..book.image_chapters import CHAPTERS
+from ..book.records import default_results_dir, group_origin, load_results
 
 #: The columns of :func:`group_costs`.
 COLUMNS = ("chapter", "run group", "device", "runs", "steps", "compile (s)", "steps/s after compiling",
@@ -104,7 +104,7 @@ def chapter_times(log) -> dict:
 
 def bench_result(path) -> tuple:
     """``(device line, IL step / SGD step)`` from the saved output of ``python -m
-    itlin_core.book.bench``.
+    itlin_core.tools.bench``.
 
     Raises:
       ValueError: a file without the benchmark's ``device:`` and ratio lines."""
@@ -112,7 +112,7 @@ def bench_result(path) -> tuple:
     device = re.search(r"^device: (.+)$", text, re.M)
     ratio = re.search(r"^IL step / SGD step = ([0-9.]+)", text, re.M)
     if not device or not ratio:
-        raise ValueError(f"{path} is not the output of 'python -m itlin_core.book.bench' (no device or ratio line).")
+        raise ValueError(f"{path} is not the output of 'python -m itlin_core.tools.bench' (no device or ratio line).")
     return device.group(1), float(ratio.group(1))
 
 

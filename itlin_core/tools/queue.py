@@ -1,11 +1,11 @@
 """The recording queue: every run group of the four image chapters at one preset, recorded one
 group per record command, in a fixed order, within a wall-clock budget per call, and resumable.
 
-``python -m itlin_core.book.queue --preset colab --data DIR --budget 540`` records, in the order
+``python -m itlin_core.tools.queue --preset colab --data DIR --budget 540`` records, in the order
 of :func:`queue` (the chapters of :data:`~itlin_core.book.image_chapters.CHAPTERS`, each
 chapter's groups in its table's order), every group that ``book/results`` does not yet hold
 with the chapter's current settings (:func:`pending`). Each group runs as its own
-``python -m itlin_core.book.record CHAPTER --names GROUP`` process (so that its device memory
+``python -m itlin_core.tools.record CHAPTER --names GROUP`` process (so that its device memory
 peak is its own), which checkpoints as it trains. When the budget is spent the running group is
 stopped (its last checkpoint stays on disk, written atomically) and the command exits with
 status 3; the same command run again skips what is recorded and resumes the interrupted group
@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .image_chapters import CHAPTERS, run_groups
-from .image_records import config_matches
-from .records import load_results
+from ..book.image_chapters import CHAPTERS, run_groups
+from ..book.image_records import config_matches
+from ..book.records import load_results
 
 
 def queue(preset: str) -> list:
@@ -48,7 +48,7 @@ def pending(preset: str, results_dir=None) -> list:
 
 def record_command(chapter: str, group: str, preset: str, data_dir, *, verify: bool = True,
                    data_note: str | None = None, results_dir=None, checkpoint_dir=None,
-                   python: Sequence[str] = (sys.executable, "-m", "itlin_core.book.record")) -> list:
+                   python: Sequence[str] = (sys.executable, "-m", "itlin_core.tools.record")) -> list:
     """The record command that records one group (``python`` is the program that runs it)."""
     cmd = [*python, chapter, "--preset", preset, "--data", str(data_dir), "--names", group]
     if not verify:
@@ -89,7 +89,7 @@ def run_queue(preset: str, data_dir, *, budget: float = 540.0, log=print, **comm
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m itlin_core.book.queue", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m itlin_core.tools.queue", description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", required=True, help="laptop, colab or paper")
     parser.add_argument("--data", required=True, help="folder holding CIFAR10 and MNIST (see the record command)")
     parser.add_argument("--budget", type=float, default=540.0, help="seconds this call may run (default 540)")

@@ -1,12 +1,12 @@
 """Benchmarks: an iterative-linearisation step against a plain SGD step, and (``--mean-field``)
 the fast against the generic Gauss-Newton step of the mean-field chapters.
 
-    python -m itlin_core.book.bench [--batch 256] [--rounds 7] [--steps 5]
-    python -m itlin_core.book.bench --mean-field [--n 500] [--width 5000] [--rounds 5] [--steps 3]
-    python -m itlin_core.book.bench --ntk [--rounds 5]
-    python -m itlin_core.book.bench --rules [--batch 256] [--rounds 7] [--steps 5]
-    python -m itlin_core.book.bench --conv [--batch 64] [--width 8] [--rounds 3] [--steps 5]
-    XLA_FLAGS=--xla_force_host_platform_device_count=2 python -m itlin_core.book.bench --mesh 2
+    python -m itlin_core.tools.bench [--batch 256] [--rounds 7] [--steps 5]
+    python -m itlin_core.tools.bench --mean-field [--n 500] [--width 5000] [--rounds 5] [--steps 3]
+    python -m itlin_core.tools.bench --ntk [--rounds 5]
+    python -m itlin_core.tools.bench --rules [--batch 256] [--rounds 7] [--steps 5]
+    python -m itlin_core.tools.bench --conv [--batch 64] [--width 8] [--rounds 3] [--steps 5]
+    XLA_FLAGS=--xla_force_host_platform_device_count=2 python -m itlin_core.tools.bench --mesh 2
 
 Model: the LeNet-50 CNN of Goldwaser and Ge, App. C.2.1, on a batch of 32x32x3 inputs with softmax
 cross-entropy. Both steps are jitted; they are timed interleaved (SGD, IL, SGD, IL, ...) so
@@ -28,7 +28,7 @@ import optax
 
 import itlin_core as ic
 
-from .common import interleaved_seconds, machine_line
+from ..book.common import interleaved_seconds, machine_line
 
 
 def make_steps(batch: int = 256, seed: int = 0):

@@ -5,7 +5,7 @@ status records the Python and every version it got) and ``itlin_core`` installed
 the repository, the way a chapter's first cell installs it on Colab.
 
 ``make check-newest`` builds that environment in ``_build/newest/venv`` and runs, inside it,
-``python -m itlin_core.book.newest --book <repository> --out book/results/newest.json``: the notebooks
+``python -m itlin_core.tools.newest --book <repository> --out book/results/newest.json``: the notebooks
 that ``_toc.yml`` lists are copied into an empty temporary folder (so nothing of the checkout is
 on their path) and executed there at ``smoke`` with nbclient, ``--jobs`` at a time; the status (when,
 which package versions, and per chapter whether it ran, how long it took, and the last line of
@@ -37,7 +37,7 @@ def versions() -> dict:
     (:func:`~itlin_core.book.records.software_versions`, plus matplotlib)."""
     import matplotlib
 
-    from .records import software_versions
+    from ..book.records import software_versions
 
     return dict(software_versions(), matplotlib=matplotlib.__version__)
 
@@ -140,7 +140,7 @@ def status_markdown(path) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m itlin_core.book.newest", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m itlin_core.tools.newest", description=__doc__.split("\n\n")[0])
     parser.add_argument("--book", required=True, help="the repository's root folder (holds _toc.yml and book/)")
     parser.add_argument("--out", required=True, help="the status file to write (JSON)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one cell may run (default 900)")
