@@ -82,7 +82,7 @@ def test_no_text_is_set_smaller_than_the_page_allows():
                 ok = value in {"large", "x-large", "xx-large", "larger"}
             if not ok:
                 small.append(f"{path.name}: fontsize={value}")
-    assert found >= 5, "the scan found too few font sizes; is it broken?"
+    assert found >= 3, "the scan found too few font sizes; is it broken?"
     assert not small, f"text smaller than {MIN_PX:g} px at the page's width: {small}"
 
 

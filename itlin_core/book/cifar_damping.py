@@ -73,7 +73,7 @@ def accuracy_when_each_linearisation_is_solved(results):
     big = max(range(len(adam["Ks"])), key=lambda i: adam["Ks"][i] or math.inf)
     small = [i for i, K in enumerate(adam["Ks"]) if K == 1]
     red = ["tab:red"] * len(adam["Ks"])
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 5.4), layout="constrained")
     plotting.plot_record_curves(axes[0], sgd, "test_accuracy_proxy", colours=["tab:blue"], label_suffix=" (SGD)")
     plotting.plot_record_curves(axes[0], adam, "test_accuracy_proxy", colours=["tab:orange"] * len(adam["Ks"]),
                                 label_suffix=" (Adam)", linestyle=":", runs=small)
@@ -86,11 +86,10 @@ def accuracy_when_each_linearisation_is_solved(results):
     plotting.plot_record_curves(axes[1], adam, "train_accuracy_network", colours=red, label_suffix=": network",
                                 linestyle="--", runs=[big])
     plotting.mark_feature_updates(axes[1], adam, runs=[big])
-    axes[1].set(title="Training accuracy, large K (dotted: feature updates)")
+    axes[1].set(title="Training accuracy, large K\n(dotted: feature updates)")
     plotting.legend_below(axes[1], ncol=1)
     fig.suptitle("Like the paper's Fig. 8 (LeNet-50): solving each linearisation with Adam"
                  + plotting.stand_in_title(results))
-    fig.tight_layout()
     plt.show()
     print(f"{'run':>28} {'linearisations':>15} {'best test acc. (%)':>19} {'final test acc. (%)':>20} "
           f"{'final train acc. (%)':>21}")
@@ -110,12 +109,12 @@ def accuracy_against_damping(results):
         return
     rec = results["fig9"]
     lams = np.asarray(rec["dampings"], dtype=float)
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.7))
+    fig, axes, spare = plotting.panels(3)
     plotting.plot_record_curves(axes[0], rec, "test_accuracy_proxy")
     axes[0].set(title="Test accuracy")
     plotting.plot_record_curves(axes[1], rec, "train_accuracy_proxy")
     axes[1].set(title="Training accuracy (of the proxy)")
-    plotting.legend_below(axes[0], ncol=2)
+    plotting.figure_legend(fig, axes[:1], spare)
     positive = lams[lams > 0]
     x0 = positive.min() / 10 if len(positive) else 1.0
     xs = np.where(lams > 0, lams, x0)
@@ -127,9 +126,8 @@ def accuracy_against_damping(results):
     axes[2].minorticks_off()
     axes[2].set(xlabel="damping λ (proximal weight)", ylabel="test accuracy (%)", title="Test accuracy against λ")
     axes[2].legend(loc="best")
-    fig.suptitle(f"Like the paper's Fig. 9 bottom (LeNet-50, Adam, K={rec['Ks'][0]}): damping each "
-                 "linearisation" + plotting.stand_in_title(results))
-    fig.tight_layout()
+    fig.suptitle(f"Like the paper's Fig. 9 bottom: damping each linearisation (Adam, K={rec['Ks'][0]})"
+                 + plotting.stand_in_title(results))
     plt.show()
     print(f"{'lambda':>8} {'best test acc. (%)':>19} {'final test acc. (%)':>20} {'final train acc. (%)':>21}")
     for i, lam in enumerate(lams):
@@ -268,7 +266,7 @@ def accuracy_with_adam_kept_or_restarted(results, source):
         print("The Adam-restart comparison is not shown: no record holds it.")
         return None
     lines = _fig8_runs(results)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.8), layout="constrained")
     for ax, metric in zip(axes, ("test_accuracy_proxy", "train_accuracy_proxy")):
         for rec, i, label, colour, ls in lines:
             ax.plot(np.asarray(rec["eval_step"]), 100 * np.asarray(rec["metrics"][metric])[:, i], ls, color=colour,
@@ -276,9 +274,8 @@ def accuracy_with_adam_kept_or_restarted(results, source):
         ax.set(xlabel="training step", ylabel=metric.split("_")[0] + " accuracy (%)")
     plotting.mark_feature_updates(axes[1], results["fig8_adam"], runs=[largest_finite_k(results["fig8_adam"])])
     axes[0].set_title("Test accuracy")
-    axes[1].set_title("Training accuracy (dotted: feature updates)")
-    axes[1].legend(loc="lower right")
-    fig.tight_layout()
+    axes[1].set_title("Training accuracy\n(dotted: feature updates)")
+    plotting.figure_legend(fig, axes)
     plt.show()
     print(f"source: {source}")
     return {label: float(np.asarray(rec["metrics"]["test_accuracy_proxy"])[-1, i]) for rec, i, label, _, _ in lines}

@@ -126,23 +126,22 @@ def accuracy_k1_against_a_huge_k(results):
         return
     rec = results["fig2"]
     colours = plotting.run_colours(rec)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 5.0), layout="constrained")
     plotting.plot_record_curves(axes[0], rec, "test_accuracy_proxy", label_suffix=": proxy (trained)")
     plotting.plot_record_curves(axes[0], rec, "test_accuracy_network", label_suffix=": network", linestyle="--",
                                 runs=[i for i, K in enumerate(rec["Ks"]) if K != 1])
     plotting.mark_feature_updates(axes[0], rec, colours)
-    axes[0].set(title="Test accuracy (dotted: feature updates)")
+    axes[0].set(title="Test accuracy\n(dotted: feature updates)")
     plotting.legend_below(axes[0])
     for i, label in enumerate(rec["labels"]):   # the best test accuracy reached so far, per linearisation used
         so_far = np.fmax.accumulate(np.nan_to_num(100 * rec["metrics"]["test_accuracy_proxy"][:, i], nan=-np.inf))
         axes[1].plot(rec["feature_updates"][:, i], so_far, "o-", ms=3, color=colours[i], label=label)
-    axes[1].set(xscale="log", xlabel="linearisations used (feature updates)", ylabel="best test accuracy so far (%)",
-                title="Against the number of linearisations")
+    axes[1].set(xscale="log", xlabel="linearisations used (feature updates)", ylabel="best test accuracy (%)",
+                title="Best so far, against the number\nof linearisations used")
     plotting.legend_below(axes[1], ncol=3)
     augment = "augmentation" if rec["config"].get("augment") else "no augmentation"
     fig.suptitle(f"Like the paper's Fig. 2 (LeNet-50, {augment}): K=1 against a huge K"
                  + plotting.stand_in_title(results))
-    fig.tight_layout()
     plt.show()
     acc_net, acc_prx = rec["metrics"]["test_accuracy_network"], rec["metrics"]["test_accuracy_proxy"]
     for i, label in enumerate(rec["labels"]):
@@ -162,7 +161,7 @@ def accuracy_against_k(results):
     colours = list(plotting.run_colours(rec))
     labels, final = list(rec["labels"]), list(rec["metrics"]["test_accuracy_proxy"][-1])
     updates = list(np.asarray(rec["feature_updates"])[-1])
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 5.4), layout="constrained")
     later = np.asarray(rec["eval_step"]) > 0
     steps = np.asarray(rec["eval_step"])[later]
     for i, label in enumerate(rec["labels"]):
@@ -180,8 +179,8 @@ def accuracy_against_k(results):
         for i, label in enumerate(tgn["labels"]):
             axes[0].plot(np.asarray(tgn["eval_step"])[later_t], 100 * tgn["metrics"]["test_accuracy_proxy"][later_t, i],
                          color="grey", ls="--", label=f"TGN ({tgn['config']['optimizer']}, {label})")
-    axes[0].set(xscale="log", xlabel="training step", ylabel="test accuracy (%)", title="Test accuracy of the trained model")
-    plotting.legend_below(axes[0], ncol=3)
+    axes[0].set(xscale="log", xlabel="training step", ylabel="test accuracy (%)", title="Test accuracy of the\ntrained model")
+    plotting.legend_below(axes[0], ncol=2)
     xs = plotting.k_axis(axes[1], Ks)
     for i, label in enumerate(labels):
         axes[1].scatter(xs[i], 100 * best[i], color=colours[i], zorder=3, label=label)
@@ -192,7 +191,6 @@ def accuracy_against_k(results):
     axes[1].set(ylabel="best test accuracy (%)", title="Optimal early stopping")
     plotting.legend_below(axes[1], ncol=3)
     fig.suptitle("Like the paper's Fig. 3 (LeNet-50): a sweep of K" + plotting.stand_in_title(results))
-    fig.tight_layout()
     plt.show()
     print(f"{'K':>6} {'linearisations':>15} {'best test acc. (%)':>19} {'final test acc. (%)':>20}")
     for i, K in enumerate(Ks):
@@ -343,7 +341,7 @@ def full_batch_against_minibatch(results):
         return
     full, mini = results["fig11_full"], results["fig11_mini"]
     c = full["config"]["lr"] / mini["config"]["lr"]            # the factor between the two learning rates
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.7), sharey=True)
+    fig, axes, spare = plotting.panels(3, row_height=3.6, sharey=True)
     plotting.plot_record_curves(axes[0], full, "test_accuracy_proxy")
     axes[0].set(title=f"Full batch, lr {full['config']['lr']:g}")
     plotting.plot_record_curves(axes[1], mini, "test_accuracy_proxy")
@@ -352,15 +350,14 @@ def full_batch_against_minibatch(results):
     plotting.plot_record_curves(axes[2], mini, "test_accuracy_proxy", label_suffix=" (minibatch)")
     plotting.plot_record_curves(axes[2], scaled_full, "test_accuracy_proxy", label_suffix=" (full batch)",
                                 linestyle="--")
-    axes[2].set(xlabel=f"minibatch step (full-batch step × {c:g})", ylabel="", title="Both, at equal lr × steps")
+    axes[2].set(xlabel=f"minibatch step (full-batch step × {c:g})", title="Both, at equal lr × steps")
     plotting.legend_below(axes[0], ncol=1)    # each panel names its own K (the two groups' Ks differ)
     plotting.legend_below(axes[1], ncol=1)
-    axes[2].legend(handles=[Line2D([], [], color="0.3", ls="-", label="minibatch"),
-                            Line2D([], [], color="0.3", ls="--", label="full batch")], loc="upper center",
-                   bbox_to_anchor=(0.5, -0.3), ncol=1, frameon=False)
+    spare.legend(handles=[Line2D([], [], color="0.3", ls="-", label="minibatch"),
+                          Line2D([], [], color="0.3", ls="--", label="full batch")], loc="center",
+                 title="bottom left panel", frameon=False)
     fig.suptitle("Like the paper's Fig. 11 (LeNet-50): full batch and minibatch"
                  + plotting.stand_in_title(results))
-    fig.tight_layout()
     plt.show()
     for name, rec in (("full batch", full), ("minibatch", mini)):
         best = best_accuracy(rec)

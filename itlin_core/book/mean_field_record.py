@@ -239,7 +239,7 @@ def group_table(name: str, units: dict, scale: Scale = PAPER) -> dict:
 
 def draw_seeds(ax, x, values, fitted, colour: str, marker: str, label: str):
     """Draw one method's final values over seeds against ``x`` on ``ax``: every recorded seed
-    (``values`` of shape ``(len(x), S)``, NaN where not recorded) as a faint marker, hollow where
+    (``values`` of shape ``(len(x), S)``, NaN where not recorded) as a light marker, hollow where
     ``fitted`` is False, and where at least two seeds are recorded the mean of the logarithm with
     its 95% Student-t interval shaded (:func:`~itlin_core.book.mean_field_gn.seed_interval`, as
     App. C.1 of the paper shades its five runs).
@@ -257,7 +257,7 @@ def draw_seeds(ax, x, values, fitted, colour: str, marker: str, label: str):
         ok = np.isfinite(values[:, k])
         for fit in (True, False):
             sel = ok & (fitted[:, k] == fit)
-            ax.plot(x[sel], values[sel, k], marker, color=colour, alpha=0.35, ms=4, ls="none",
+            ax.plot(x[sel], values[sel, k], marker, color=colour, alpha=0.6, ms=6, ls="none",
                     mfc=colour if fit else "white")
     full = np.sum(np.isfinite(values), axis=-1) >= 2
     if full.any():

@@ -25,6 +25,7 @@ STYLE = {
     "grid.alpha": 0.3,
     "axes.spines.top": False,
     "axes.spines.right": False,
+    "font.size": 12,            # text without a size of its own (annotations, ax.text)
     "axes.titlesize": 13,
     "axes.labelsize": 12.5,
     "xtick.labelsize": 12,
@@ -144,8 +145,8 @@ def plot_stability(ax, record, colours=None):
     steps = np.asarray(record["eval_step"], float)
     colours = colours or run_colours(record)
     for i, label in enumerate(record["labels"]):
-        ax.plot(steps, ratio[:, i], color=colours[i], label=label)
-        ok = np.flatnonzero(np.isfinite(ratio[:, i]))
+        ok = np.flatnonzero(np.isfinite(ratio[:, i]) & (ratio[:, i] > 0))    # a zero has no place on the log axis
+        ax.plot(steps, np.where(ratio[:, i] > 0, ratio[:, i], np.nan), color=colours[i], label=label)
         if record["diverged_at"][i] is not None and len(ok):
             ax.plot(steps[ok[-1]], ratio[ok[-1], i], "x", color=colours[i], markersize=8)
     ax.axhline(1.0, color="k", lw=1, ls=(0, (1, 3)))
@@ -189,9 +190,11 @@ def stability_figure(results, source, groups) -> dict | None:
     for ax in axes.flat[len(recs):]:
         ax.set_visible(False)
     out = {"crossed": [], "diverged": [], "largest": -math.inf}
-    for ax, (name, rec) in zip(axes.flat, recs):
+    titles = [(f"{rec['n_train']:,} training images, " if rec.get("n_train") else "") + f"lr {rec['config']['lr']:g}"
+              for _, rec in recs]
+    for ax, (name, rec), title in zip(axes.flat, recs, titles):
         ratio = plot_stability(ax, rec)
-        ax.set_title(f"{name} (SGD lr {rec['config']['lr']:g})")
+        ax.set_title(title if titles.count(title) == 1 else f"{title} ({name})")
         ax.legend(loc="best")
         peak = np.nanmax(np.where(np.isfinite(ratio), ratio, np.nan), axis=0)
         out["crossed"] += [(name, label) for label, r in zip(rec["labels"], peak) if r > 1]
@@ -201,6 +204,51 @@ def stability_figure(results, source, groups) -> dict | None:
     plt.show()
     print(f"source: {source}")
     return out
+
+
+def panels(n: int, row_height: float = 3.4, **kwargs):
+    """``n`` panels two to a row at the widest legible width, laid out by matplotlib's constrained
+    layout (which leaves room for legends under the panels): three panels become a 2 x 2 grid
+    whose fourth cell is left free, for a legend (:func:`figure_legend`). Returns ``(fig, axes,
+    spare)``, ``spare`` the free cell or ``None``; ``kwargs`` go to ``plt.subplots``.
+
+    Examples:
+      >>> fig, axes, spare = panels(3)
+      >>> len(axes), spare is not None, fig.get_size_inches().tolist()
+      (3, True, [9.0, 6.8])
+      >>> plt.close(fig)
+    """
+    cols = 1 if n == 1 else 2
+    fig, grid = plt.subplots(-(-n // cols), cols, figsize=(MAX_FIG_WIDTH, row_height * -(-n // cols)),
+                             squeeze=False, layout="constrained", **kwargs)
+    cells = list(grid.flat)
+    for ax in cells[n:]:
+        ax.axis("off")
+    return fig, cells[:n], (cells[n] if len(cells) > n else None)
+
+
+def figure_legend(fig, axes, where=None, ncol: int = 2, order=None):
+    """One legend for the panels ``axes``, each label once (sorted by ``order(label)`` if given):
+    in the free cell ``where`` of :func:`panels` if given, else under the whole figure (which
+    must use constrained layout).
+
+    Examples:
+      >>> fig, axes, spare = panels(3)
+      >>> for ax in axes:
+      ...     _ = ax.plot([0, 1], [0, 1], label="K=1")
+      >>> [t.get_text() for t in figure_legend(fig, axes, spare).get_texts()]
+      ['K=1']
+      >>> plt.close(fig)
+    """
+    seen = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    if order is not None:
+        seen = dict(sorted(seen.items(), key=lambda item: order(item[0])))
+    if where is not None:
+        return where.legend(list(seen.values()), list(seen), loc="center", frameon=False)
+    return fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=ncol, frameon=False)
 
 
 def legend_below(ax, ncol: int = 2, **kwargs):
@@ -290,12 +338,12 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
         ax.plot(upd[idx], val[idx], marker=marker, color=colour, ls="-" if family == "fixed" else "none", ms=7,
                 label=names[family])
         if family == "fixed" and annotate_fixed:  # adaptive runs are named in the tables instead
-            for i in idx:
-                ax.annotate(hist["labels"][i], (upd[i], val[i]), textcoords="offset points", xytext=(6, 4),
-                            fontsize=12)
+            for j, i in enumerate(idx):     # labels above and below the line in turn, so neighbours do not collide
+                ax.annotate(hist["labels"][i], (upd[i], val[i]), textcoords="offset points",
+                            xytext=(6, 5) if j % 2 == 0 else (6, -17))
     ax.set(xscale="log", yscale="log" if log_y else "linear", ylabel=ylabel,
-           xlabel="feature updates used (linearisations, initial one included)")
+           xlabel="feature updates used\n(initial linearisation included)")
 
 
-__all__ = ["legend_below", "plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
+__all__ = ["panels", "figure_legend", "legend_below", "plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
            "k_axis", "RULE_STYLE", "rules_against_updates"]

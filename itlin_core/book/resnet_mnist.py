@@ -4,6 +4,8 @@ rates). The run groups per preset, and the figures from a record."""
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -115,20 +117,19 @@ def resnet_accuracy_with_and_without_batchnorm(results):
     if results is None:
         print("Fig. 10 not shown: no recorded result.")
         return
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 5.2), sharey=True, layout="constrained")
     for ax, name, title in zip(axes, ("fig10_plain", "fig10_bn"), ("without BatchNorm", "with BatchNorm")):
         rec = results[name]
-        title += " and augmentation" if rec["config"].get("augment") else ""
+        title += "\nand augmentation" if rec["config"].get("augment") else ""
         plotting.plot_record_curves(ax, rec, "test_accuracy_proxy", label_suffix=": proxy (trained)")
         big = [i for i, K in enumerate(rec["Ks"]) if K != 1]
         plotting.plot_record_curves(ax, rec, "test_accuracy_network", label_suffix=": network", linestyle="--", runs=big)
         plotting.mark_feature_updates(ax, rec, runs=big)
-        ax.set(title=f"ResNet-18 {title}, lr {rec['config']['lr']:g}")
-        plotting.legend_below(ax, ncol=1)
+        ax.set(title=f"{title}, lr {rec['config']['lr']:g}")
+    plotting.figure_legend(fig, axes, ncol=3)
     axes[1].set_ylabel("")
     fig.suptitle("Like the paper's Fig. 10: ResNet-18 on CIFAR10, K=1 against a large K"
                  + plotting.stand_in_title(results))
-    fig.tight_layout()
     plt.show()
     for name in ("fig10_plain", "fig10_bn"):
         rec = results[name]
@@ -147,16 +148,18 @@ def accuracy_against_k_mnist_and_cifar(results):
     if results is None:
         print("Fig. 1 (workshop paper) not shown: no recorded result.")
         return
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.7))
+    fig, axes, spare = plotting.panels(3)
+    colour = plotting.k_colours([K for name in FIG1 for K in results[name]["Ks"]])   # one colour per K
     for ax, name in zip(axes, FIG1):
         rec = results[name]
-        plotting.plot_record_curves(ax, rec, "test_accuracy_proxy")
+        plotting.plot_record_curves(ax, rec, "test_accuracy_proxy", colours=[colour[K] for K in rec["Ks"]])
         cfg = rec["config"]
-        ax.set(title=f"{cfg['dataset'].upper()}, lr {cfg['lr']:g} (group {name})")
-        ax.legend(loc="lower right")
-    fig.suptitle("Like the workshop paper's Fig. 1 (LeNet-50): test accuracy per K; x = diverged"
+        ax.set(title=f"{cfg['dataset'].upper()}, lr {cfg['lr']:g}")
+    Ks = {label: K for name in FIG1 for label, K in zip(results[name]["labels"], results[name]["Ks"])}
+    plotting.figure_legend(fig, axes, spare, order=lambda label: math.inf if Ks[label] is None else Ks[label])
+    spare.text(0.5, 0.02, "x: the run diverged there", ha="center", transform=spare.transAxes)
+    fig.suptitle("Like the workshop paper's Fig. 1 (LeNet-50): test accuracy per K"
                  + plotting.stand_in_title(results))
-    fig.tight_layout()
     plt.show()
     for name in FIG1:
         rec = results[name]
