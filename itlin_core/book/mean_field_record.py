@@ -263,9 +263,8 @@ def draw_seeds(ax, x, values, fitted, colour: str, marker: str, label: str):
     if full.any():
         mean, low, high = np.array([seed_interval(v[np.isfinite(v)]) for v in values[full]]).T
         ax.fill_between(x[full], low, high, color=colour, alpha=0.2, lw=0)
-        ax.plot(x[full], mean, "-", color=colour, label=label)
-    else:
-        ax.plot([], [], marker, color=colour, label=label)
+        ax.plot(x[full], mean, "-", marker="_", ms=14, mew=2, color=colour)   # a dash: visible at a lone x too
+    ax.plot([], [], marker + "-", color=colour, label=label)      # the legend shows the seeds' marker and the mean
 
 
 def record(names, *, scale: Scale = PAPER, results_dir=None, progress=None, log=print,

@@ -312,8 +312,8 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
                           annotate_fixed: bool = True):
     """The final ``metric`` of every run of a refresh-rule sweep
     (:func:`itlin_core.book.refresh_rules.run_refresh`, ``run_small_problem``) against the number
-    of feature updates it used (log axis): the fixed periods joined by a line (each labelled with
-    its K where ``annotate_fixed``), the geometric runs (growth factor ``ratio``) and the
+    of feature updates it used (log axis): the fixed periods joined by a line (labelled with their
+    K where ``annotate_fixed`` and the neighbours leave room), the geometric runs (growth factor ``ratio``) and the
     drift-triggered runs as separate markers (:data:`RULE_STYLE`). Runs that diverged are left
     out. ``ratio``: the geometric runs' common growth factor, for the legend (``None``: not named).
 
@@ -338,9 +338,12 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
         ax.plot(upd[idx], val[idx], marker=marker, color=colour, ls="-" if family == "fixed" else "none", ms=7,
                 label=names[family])
         if family == "fixed" and annotate_fixed:  # adaptive runs are named in the tables instead
-            for j, i in enumerate(idx):     # labels above and below the line in turn, so neighbours do not collide
-                ax.annotate(hist["labels"][i], (upd[i], val[i]), textcoords="offset points",
-                            xytext=(6, 5) if j % 2 == 0 else (6, -17))
+            last, j = -math.inf, 0   # labels above and below the line in turn; none closer than 0.3 decades
+            for i in idx:
+                if math.log10(upd[i]) - last >= 0.3:
+                    ax.annotate(hist["labels"][i], (upd[i], val[i]), textcoords="offset points",
+                                xytext=(6, 5) if j % 2 == 0 else (6, -17))
+                    last, j = math.log10(upd[i]), j + 1
     ax.set(xscale="log", yscale="log" if log_y else "linear", ylabel=ylabel,
            xlabel="feature updates used\n(initial linearisation included)")
 
