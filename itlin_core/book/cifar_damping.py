@@ -114,7 +114,6 @@ def accuracy_against_damping(results):
     axes[0].set(title="Test accuracy")
     plotting.plot_record_curves(axes[1], rec, "train_accuracy_proxy")
     axes[1].set(title="Training accuracy (of the proxy)")
-    plotting.figure_legend(fig, axes[:1], spare)
     positive = lams[lams > 0]
     x0 = positive.min() / 10 if len(positive) else 1.0
     xs = np.where(lams > 0, lams, x0)
@@ -125,7 +124,7 @@ def accuracy_against_damping(results):
     axes[2].set_xticks(xs, ["0" if v == 0 else f"{v:g}" for v in lams])
     axes[2].minorticks_off()
     axes[2].set(xlabel="damping λ (proximal weight)", ylabel="test accuracy (%)", title="Test accuracy against λ")
-    axes[2].legend(loc="best")
+    plotting.figure_legend(fig, [axes[0], axes[2]], spare)     # the runs, then best and final
     fig.suptitle(f"Like the paper's Fig. 9 bottom: damping each linearisation (Adam, K={rec['Ks'][0]})"
                  + plotting.stand_in_title(results))
     plt.show()

@@ -158,7 +158,8 @@ def k_text(K) -> str:
 def settings(cfg) -> str:
     """A chapter's settings (a dataclass such as a preset's configuration) as a two-column table,
     one field per line, for a notebook to print instead of the dataclass's one-line repr, which
-    runs off the page on a phone.
+    runs off the page on a phone. A tuple of periods (a field named ``Ks`` or ending in ``_Ks``) is
+    written with ``∞`` for ``None`` (K = infinity), as the chapters write it.
 
     Example:
       >>> import dataclasses
@@ -168,7 +169,7 @@ def settings(cfg) -> str:
       ...     Ks: tuple = (1, 100, None)
       >>> print(settings(Config()))
       steps  600
-      Ks     (1, 100, None)
+      Ks     1, 100, ∞
     """
     import dataclasses
 
@@ -176,7 +177,12 @@ def settings(cfg) -> str:
         raise TypeError(f"cfg must be a dataclass instance (a chapter's settings), got {type(cfg).__name__}.")
     fields = [(f.name, getattr(cfg, f.name)) for f in dataclasses.fields(cfg)]
     width = max(len(name) for name, _ in fields)
-    return "\n".join(f"{name:<{width}}  {value!r}" for name, value in fields)
+    def shown(name, value):
+        if (name == "Ks" or name.endswith("_Ks")) and isinstance(value, tuple):
+            return ", ".join("∞" if k is None else repr(k) for k in value)
+        return repr(value)
+
+    return "\n".join(f"{name:<{width}}  {shown(name, value)}" for name, value in fields)
 
 
 def feature_updates(Ks, steps) -> np.ndarray:

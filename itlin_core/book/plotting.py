@@ -135,20 +135,27 @@ def plot_record_curves(ax, record, metric: str = "test_accuracy_proxy", *, x: st
     return lines
 
 
+#: The smallest ``lr * curvature / 2`` a stability panel draws (smaller values sit on it).
+STABILITY_FLOOR = 1e-3
+
+
 def plot_stability(ax, record, colours=None):
     """``lr * curvature / 2`` of each run of an SGD record that measured its curvature
     (:func:`itlin_core.max_curvature` at each evaluation's anchor) against the training step, on a
     log scale, with the stability bound 1 dotted (above it, gradient descent on that
     linearisation's quadratic model grows along its sharpest direction). A run that diverged
-    ends at its last finite value with a cross. Returns the ratios ``(evaluations, runs)``."""
+    ends at its last positive finite value with a cross. Values below :data:`STABILITY_FLOOR` (a
+    collapsed network just before it diverges) are drawn at that floor, so that one of them does
+    not stretch the axis over many decades. Returns the ratios ``(evaluations, runs)``."""
     ratio = np.asarray(record["metrics"]["curvature"], float) * record["config"]["lr"] / 2
     steps = np.asarray(record["eval_step"], float)
     colours = colours or run_colours(record)
     for i, label in enumerate(record["labels"]):
         ok = np.flatnonzero(np.isfinite(ratio[:, i]) & (ratio[:, i] > 0))    # a zero has no place on the log axis
-        ax.plot(steps, np.where(ratio[:, i] > 0, ratio[:, i], np.nan), color=colours[i], label=label)
+        shown = np.where(ratio[:, i] > 0, np.maximum(ratio[:, i], STABILITY_FLOOR), np.nan)
+        ax.plot(steps, shown, color=colours[i], label=label)
         if record["diverged_at"][i] is not None and len(ok):
-            ax.plot(steps[ok[-1]], ratio[ok[-1], i], "x", color=colours[i], markersize=8)
+            ax.plot(steps[ok[-1]], shown[ok[-1]], "x", color=colours[i], markersize=8)
     ax.axhline(1.0, color="k", lw=1, ls=(0, (1, 3)))
     ax.set(yscale="log", xlabel="training step", ylabel=r"$\eta\,\kappa_{\max}/2$ at the anchor")
     return ratio
@@ -193,8 +200,8 @@ def stability_figure(results, source, groups) -> dict | None:
     titles = [(f"{rec['n_train']:,} training images, " if rec.get("n_train") else "") + f"lr {rec['config']['lr']:g}"
               for _, rec in recs]
     for ax, (name, rec), title in zip(axes.flat, recs, titles):
-        ratio = plot_stability(ax, rec)
-        ax.set_title(title if titles.count(title) == 1 else f"{title} ({name})")
+        ratio = plot_stability(ax, rec)      # two groups alike in both: their lengths tell them apart
+        ax.set_title(title if titles.count(title) == 1 else f"{title}, {int(rec['eval_step'][-1]):,} steps")
         ax.legend(loc="best")
         peak = np.nanmax(np.where(np.isfinite(ratio), ratio, np.nan), axis=0)
         out["crossed"] += [(name, label) for label, r in zip(rec["labels"], peak) if r > 1]
@@ -338,9 +345,9 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
         ax.plot(upd[idx], val[idx], marker=marker, color=colour, ls="-" if family == "fixed" else "none", ms=7,
                 label=names[family])
         if family == "fixed" and annotate_fixed:  # adaptive runs are named in the tables instead
-            last, j = -math.inf, 0   # labels above and below the line in turn; none closer than 0.3 decades
+            last, j = -math.inf, 0   # labels above and below the line in turn; none closer than 0.6 decades
             for i in idx:
-                if math.log10(upd[i]) - last >= 0.3:
+                if math.log10(upd[i]) - last >= 0.6:
                     ax.annotate(hist["labels"][i], (upd[i], val[i]), textcoords="offset points",
                                 xytext=(6, 5) if j % 2 == 0 else (6, -17))
                     last, j = math.log10(upd[i]), j + 1
@@ -348,5 +355,5 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
            xlabel="feature updates used\n(initial linearisation included)")
 
 
-__all__ = ["panels", "figure_legend", "legend_below", "plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
+__all__ = ["STABILITY_FLOOR", "panels", "figure_legend", "legend_below", "plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
            "k_axis", "RULE_STYLE", "rules_against_updates"]

@@ -153,11 +153,12 @@ def accuracy_against_k_mnist_and_cifar(results):
     for ax, name in zip(axes, FIG1):
         rec = results[name]
         plotting.plot_record_curves(ax, rec, "test_accuracy_proxy", colours=[colour[K] for K in rec["Ks"]])
-        cfg = rec["config"]
-        ax.set(title=f"{cfg['dataset'].upper()}, lr {cfg['lr']:g}")
+        cfg = rec["config"]     # the group is named after the paper's rate; the preset may scale it
+        ax.set(title=f"{cfg['dataset'].upper()}, paper's lr {name.split('_lr')[1]}: here {cfg['lr']:g}")
     Ks = {label: K for name in FIG1 for label, K in zip(results[name]["labels"], results[name]["Ks"])}
     plotting.figure_legend(fig, axes, spare, order=lambda label: math.inf if Ks[label] is None else Ks[label])
-    spare.text(0.5, 0.02, "x: the run diverged there", ha="center", transform=spare.transAxes)
+    if diverged_runs({name: results[name] for name in FIG1}):
+        spare.text(0.5, 0.02, "x: the run diverged there", ha="center", transform=spare.transAxes)
     fig.suptitle("Like the workshop paper's Fig. 1 (LeNet-50): test accuracy per K"
                  + plotting.stand_in_title(results))
     plt.show()
