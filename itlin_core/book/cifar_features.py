@@ -211,7 +211,7 @@ def first_layer_filters(results):
                 if not np.isfinite(F[e, k, ..., j]).all():      # the run had diverged by this evaluation
                     ax.text(0.5, 0.5, "diverged", transform=ax.transAxes, ha="center", va="center",
                             color="tab:red", fontsize=12, rotation=30)
-                ax.set_xticks([]), ax.set_yticks([]), ax.grid(False), [s.set_visible(False) for s in ax.spines.values()]
+                ax.set_xticks([]), ax.set_yticks([]), ax.grid(False), ax.set_frame_on(False)
                 if row == 0:
                     ax.set_title(f"{'step ' if c == 0 else ''}{steps[e]:,}", fontsize=12)
             axes[row, 0].set_ylabel(f"filter {j + 1}, {rec['labels'][k]}", fontsize=12, rotation=0, ha="right",

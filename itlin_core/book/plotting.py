@@ -320,8 +320,8 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
     """The final ``metric`` of every run of a refresh-rule sweep
     (:func:`itlin_core.book.refresh_rules.run_refresh`, ``run_small_problem``) against the number
     of feature updates it used (log axis): the fixed periods joined by a line (labelled with their
-    K where ``annotate_fixed`` and the neighbours leave room), the geometric runs (growth factor ``ratio``) and the
-    drift-triggered runs as separate markers (:data:`RULE_STYLE`). Runs that diverged are left
+    K where ``annotate_fixed`` and the neighbours leave room), the geometric runs (growth factor
+    ``ratio``) and the drift-triggered runs as separate markers (:data:`RULE_STYLE`). Runs that diverged are left
     out. ``ratio``: the geometric runs' common growth factor, for the legend (``None``: not named).
 
     Examples:
