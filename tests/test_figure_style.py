@@ -107,3 +107,25 @@ def test_no_figure_is_wider_than_the_page_allows():
     too_wide = [where for where, w in widths if re.fullmatch(r"[0-9.]+", w) and float(w) > plotting.MAX_FIG_WIDTH]
     uncapped = [where for where, w in widths if not re.fullmatch(r"[0-9.]+", w) and "MAX_FIG_WIDTH" not in w]
     assert not too_wide and not uncapped, f"too wide: {too_wide}; width not capped by MAX_FIG_WIDTH: {uncapped}"
+
+
+@pytest.mark.parametrize("limits", [(1e-7, 1e5), (0.02, 0.9), (3.0, 3000.0)])
+def test_log_axes_label_their_ticks_with_plain_full_size_numbers(limits):
+    """Matplotlib's own log labels are powers of ten whose raised exponent is drawn at 70 % of the
+    tick size, under the legible size; after use_style every label of a log axis, major and minor,
+    is a plain number (no mathtext) that reads back as the tick's value."""
+    import matplotlib.pyplot as plt
+
+    with matplotlib.rc_context():
+        plotting.use_style()
+        fig, ax = plt.subplots()
+        ax.set_yscale("log")
+        ax.set_ylim(*limits)
+        fig.canvas.draw()
+        labelled = [(t.get_loc(), t.label1.get_text()) for t in ax.yaxis.get_major_ticks() + ax.yaxis.get_minor_ticks()
+                    if t.label1.get_text()]
+        plt.close(fig)
+    assert len(labelled) >= 2
+    for value, text in labelled:
+        assert "$" not in text, text
+        assert math.isclose(float(text.replace("\N{MINUS SIGN}", "-")), value, rel_tol=0.01), (value, text)

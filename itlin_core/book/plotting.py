@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import matplotlib as mpl
+import matplotlib.scale  # noqa: F401  (mpl.scale)
+import matplotlib.ticker  # noqa: F401  (mpl.ticker)
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -41,8 +43,42 @@ STYLE = {
 MAX_FIG_WIDTH = 9.0
 
 
+def plain_number(x: float) -> str:
+    """A tick value of a log axis as plain text: ``0.01``, ``1``, ``100``, ``2e-5``, ``1e6``.
+
+    Matplotlib writes log ticks as powers (10 with a raised exponent), and the raised exponent is
+    drawn at 70 % of the label's size, below the book's smallest legible text (issue 42); plain
+    numbers keep the whole label at the tick size.
+
+    Examples:
+      >>> [plain_number(v) for v in (1e-6, 2.5e-5, 0.001, 0.03, 1.0, 100.0, 1e4, 1e6)]
+      ['1e-6', '2.5e-5', '0.001', '0.03', '1', '100', '10000', '1e6']
+    """
+    if x == 0 or 1e-3 <= abs(x) < 1e5:
+        return np.format_float_positional(x, precision=3, fractional=False, trim="-")
+    mantissa, exponent = f"{x:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+class PlainLogFormatter(mpl.ticker.LogFormatter):
+    """Matplotlib's log-axis formatter (which ticks get a label), labels as :func:`plain_number`."""
+
+    def _num_to_string(self, x, vmin, vmax):
+        return plain_number(x)
+
+
+class PlainLogScale(mpl.scale.LogScale):
+    """The ``"log"`` scale with :class:`PlainLogFormatter` labels (:func:`use_style` registers it)."""
+
+    def set_default_locators_and_formatters(self, axis):
+        super().set_default_locators_and_formatters(axis)
+        axis.set_major_formatter(PlainLogFormatter(self.base))
+        axis.set_minor_formatter(PlainLogFormatter(self.base, labelOnlyBase=self.subs is not None))
+
+
 def use_style():
-    """Apply the book's matplotlib style (call once per notebook).
+    """Apply the book's matplotlib style (call once per notebook). It also makes every log axis
+    label its ticks with plain numbers (:class:`PlainLogScale`), in full-size text.
 
     Examples:
       >>> with mpl.rc_context():       # here only inside the block; a notebook calls it once, for all figures
@@ -51,6 +87,7 @@ def use_style():
       (110.0, False)
     """
     mpl.rcParams.update(STYLE)
+    mpl.scale.register_scale(PlainLogScale)
 
 
 #: The part of viridis the finite periods are spread over: from blue-purple (K = 1) to
@@ -355,5 +392,5 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
            xlabel="feature updates used\n(initial linearisation included)")
 
 
-__all__ = ["STABILITY_FLOOR", "panels", "figure_legend", "legend_below", "plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
+__all__ = ["plain_number", "PlainLogFormatter", "PlainLogScale", "STABILITY_FLOOR", "panels", "figure_legend", "legend_below", "plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
            "k_axis", "RULE_STYLE", "rules_against_updates"]
