@@ -84,7 +84,16 @@ book: $(STAMP)
 # (ITLIN_TEST_BOOK_DIR, a fresh folder removed afterwards), and that build
 # (tests/test_book_build.py, ordered last by tests/conftest.py) renders them from there and
 # executes only a notebook that is missing. A JAX persistent compilation cache, also fresh and
-# removed afterwards, lets such a second execution reuse the compiled programs of the first.
+# removed afterwards, lets such a second execution reuse the compiled programs of the first. It
+# keeps every program, however quick to compile (JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0):
+# the two workers and the fifteen notebook kernels each compile many of the same small programs
+# (single operations that JAX runs outside jit: 1,471 of the 1,525 programs that
+# tests/test_image_runs.py compiles took under 0.1 s, 17.7 s together); read back from the cache,
+# the whole suite took 12:27 against 13:20 when only programs over 0.2 s were kept (one run
+# each, on this 2-core machine, 2026-11-28). JAX writes a cache entry in place, so a process may
+# read one that another is still writing; it then warns and compiles the program itself (correct,
+# only slower), and PYTHONWARNINGS keeps that warning out of the notebooks' outputs.
+CACHE_WARNING := ignore:Error reading persistent compilation cache entry:UserWarning
 # With ITLIN_JAX_CACHE=DIR that cache is DIR and is kept, so that `make check-newest` (which
 # reads the same variable) reuses the programs when its jax is the pinned one (.ci/run does this;
 # JAX keys each program on the jax and jaxlib versions and the XLA flags, so a newer jax misses).
@@ -95,19 +104,25 @@ book: $(STAMP)
 # which cuts compile times by about half (measured in pairs run side by side on this loaded 2-core
 # machine: a ResNet-18 IL step compiled in 11-13 s without the fusion emitters, 9 s also without
 # LLVM's expensive passes, against 22-24 s at level 0 alone; tests/test_models_cnn.py 170 s
-# against 258 s). Results agree with the default build to float32 rounding (not bit
+# against 258 s). Two more flags select XLA's pass pipeline for fast compiling and compile each
+# program as one piece instead of splitting it for parallel code generation (pointless on a core of
+# its own): tests/test_core_gauss_newton.py and tests/test_models_cnn.py took 60 s against 72-76 s
+# on one core, and the notebooks' kernels at smoke ran faster too (resnet_mnist 57 s against 76,
+# refresh_rules 39 against 50, digits_cnn 35 against 45; 2026-11-28). Results agree with the default build to float32 rounding (not bit
 # for bit: machine code that fuses or orders operations differently rounds differently), and
 # every comparison a test makes is between programs built the same way. Timings are never
 # asserted by the tests. `make book` compiles with these flags only the notebooks whose time is
 # mostly compiling (itlin_core.tools.execution.COMPILE_BOUND, measured); the others and the
 # benchmarks compile as usual.
 TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true \
-                  --xla_cpu_use_fusion_emitters=false
+                  --xla_cpu_use_fusion_emitters=false --xla_cpu_opt_preset=CPU_OPT_PRESET_FAST_COMPILE \
+                  --xla_cpu_parallel_codegen_split_count=1
 
 test: $(STAMP)
 	@rc=0; jcache=$${ITLIN_JAX_CACHE:-$$(mktemp -d)}; bookdir=$$(mktemp -d); \
 	XLA_FLAGS="$(TEST_XLA_FLAGS) $${XLA_FLAGS:-}" \
-	JAX_COMPILATION_CACHE_DIR=$$jcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2 ITLIN_TEST_BOOK_DIR=$$bookdir \
+	JAX_COMPILATION_CACHE_DIR=$$jcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 ITLIN_TEST_BOOK_DIR=$$bookdir \
+	PYTHONWARNINGS="$(CACHE_WARNING)" \
 	$(BLAS_ENV) JAX_PLATFORMS=cpu ITLIN_PRESET=smoke ITLIN_PROGRESS=off ITLIN_SLIDERS=static \
 	  $(VENV_PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider -n auto --dist loadfile --no-loadscope-reorder --durations=$${ITLIN_DURATIONS:-15} || rc=$$?; \
 	rm -rf "$$bookdir"; [ -n "$${ITLIN_JAX_CACHE:-}" ] || rm -rf "$$jcache"; \
@@ -134,7 +149,7 @@ check-newest:
 	  $(NEWEST_DIR)/venv/bin/python -m pip install --quiet --upgrade $(NEWEST_PKGS)
 	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet "itlin-core @ git+file://$(CURDIR)"
 	cd $(NEWEST_DIR) && $(BLAS_ENV) XLA_FLAGS="$(TEST_XLA_FLAGS)" \
-	  $(if $(ITLIN_JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(ITLIN_JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2) \
+	  $(if $(ITLIN_JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(ITLIN_JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0) \
 	  venv/bin/python -m itlin_core.tools.newest \
 	  --book $(CURDIR) --out $(abspath $(NEWEST_STATUS)) --jobs $(JOBS)
 

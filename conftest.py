@@ -34,6 +34,25 @@ def pytest_configure(config):
         execution.pin_to(execution.core_share(int(worker[2:]), int(count)))
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    """The kernel of a notebook starts in the setup of its first cell, with this process's
+    environment: a notebook that spends its time in compiled loops rather than in compiling them
+    gets XLA's optimisation level 1 instead of the suite's 0
+    (``itlin_core.tools.execution.smoke_kernel_flags``); the other tests keep the suite's flags."""
+    flags = os.environ.get("XLA_FLAGS")
+    if flags is None or not _nbval_cell(item) or item.cell_num != 0:
+        yield
+        return
+    from itlin_core.tools.execution import smoke_kernel_flags
+
+    os.environ["XLA_FLAGS"] = smoke_kernel_flags(pathlib.Path(str(item.parent.fspath)).stem, flags)
+    try:
+        yield
+    finally:
+        os.environ["XLA_FLAGS"] = flags
+
+
 _cells = {}     # notebook path -> {cell index: outputs or None (failed/skipped)}
 _seconds = {}   # notebook path -> seconds spent in its cells
 

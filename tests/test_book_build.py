@@ -425,14 +425,15 @@ const main = document.querySelector('main') || document.body;
 const text = (() => { const c = main.cloneNode(true);
   c.querySelectorAll('pre, code, kbd, script, style, mjx-container, .math, .highlight, textarea').forEach(e => e.remove());
   return c.textContent; })();
-const overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth;
 const noAlt = [...main.querySelectorAll('img')]   // no alt, or only the image's file name as its alt
   .filter(i => { const a = (i.getAttribute('alt') || '').trim();
                  return !a || /_images\//.test(a) || /\.(png|jpe?g|svg|gif)$/i.test(a); })
   .map(i => (i.getAttribute('src') || '').slice(-50));
 const links = [...document.querySelectorAll('a[href]')].map(a => a.href).filter(h => h.startsWith(location.origin));
-return {text, overflow, noAlt, links};
+return {text, noAlt, links};
 """
+#: How far the page scrolls sideways (0 when nothing sticks out of the viewport).
+OVERFLOW_JS = "return document.documentElement.scrollWidth - document.documentElement.clientWidth;"
 
 # The relative luminance of a CSS colour and the contrast of every visible caption and paragraph
 # of the article against the first opaque background behind it (WCAG's formula).
@@ -484,18 +485,18 @@ def test_every_page_reads_at_phone_and_desktop_width_in_light_and_dark_mode(smok
                                              "!!document.querySelector('mjx-container')"),
                         message=f"{page} ({device}): MathJax did not typeset the page")
                     problems += figure_problems(driver, page, device)
+                overflow = driver.execute_script(OVERFLOW_JS)   # the layout is the same in both modes
+                if overflow > 2:
+                    problems.append(f"{page} ({device}): the page scrolls sideways by {overflow} px")
                 for mode in ("light", "dark"):
                     driver.execute_script("document.documentElement.dataset.theme = arguments[0]; "
                                           "document.documentElement.dataset.mode = arguments[0];", mode)
-                    facts = driver.execute_script(PAGE_FACTS_JS)
-                    where = f"{page} ({device}, {mode})"
-                    if facts["overflow"] > 2:
-                        problems.append(f"{where}: the page scrolls sideways by {facts['overflow']} px")
                     for low in driver.execute_script(CONTRAST_JS):
-                        problems.append(f"{where}: text with contrast {low}")
+                        problems.append(f"{page} ({device}, {mode}): text with contrast {low}")
                     if shots:
                         driver.save_screenshot(str(pathlib.Path(shots) / f"{pathlib.Path(page).stem}-{device}-{mode}.png"))
                 if device == "phone":      # the text and images are the same at every width and mode
+                    facts = driver.execute_script(PAGE_FACTS_JS)
                     for m in re.finditer(f"{RAW_MARKUP}|{RAW_MATHS}", facts["text"]):
                         problems.append(f"{page}: raw markup {facts['text'][max(0, m.start() - 30):m.end() + 30]!r}")
                     problems += [f"{page}: an image without alt text ({src})" for src in facts["noAlt"]]

@@ -48,7 +48,8 @@ TIMES_FILE = "execution-seconds.json"
 #: (the test suite's, ``TEST_XLA_FLAGS`` in the Makefile, which gives the measurements): results agree with the
 #: default build to float32 rounding.
 FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
-                      "--xla_cpu_use_fusion_emitters=false")
+                      "--xla_cpu_use_fusion_emitters=false --xla_cpu_opt_preset=CPU_OPT_PRESET_FAST_COMPILE "
+                      "--xla_cpu_parallel_codegen_split_count=1")
 #: The notebooks that compiling dominates at the ``book`` preset, executed with :data:`FAST_COMPILE_FLAGS`. Chosen
 #: by timing each notebook at ``book`` alone on one core of the 2-core machine, without and with them (2026-11-28,
 #: ``book/results/timings/cpu-2core-2026-11-28-xla-flags.txt``): resnet_mnist 95 -> 26 s, linearisation 56 -> 45,
@@ -56,6 +57,15 @@ FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0 --xla_llvm_disable_exp
 #: compiled loops and ran slower with them (iterative_linearisation 56 -> 131 s, xor_features 28 -> 67,
 #: mean_field_images 116 -> 143), so they keep XLA's default.
 COMPILE_BOUND = ("resnet_mnist", "linearisation", "cifar_few_updates", "cifar_features", "cifar_damping")
+#: The notebooks that, at the ``smoke`` preset of ``make test``, spend most of their time running compiled training
+#: loops rather than compiling them. The test suite compiles with :data:`FAST_COMPILE_FLAGS`, whose optimisation
+#: level 0 makes such loops about three times slower, so these kernels get level 1 instead
+#: (:func:`smoke_kernel_flags`). Chosen by timing each notebook's kernel at ``smoke``, two at a time on the 2-core
+#: machine (2026-11-28), at level 0 and at level 1 (the other flags kept): digits_cnn 75 -> 45 s,
+#: refresh_rules 89 -> 50, iterative_linearisation 24 -> 20, quintic_damping 14 -> 10, mean_field_images 23 -> 20;
+#: the image chapters ran slower at level 1 (resnet_mnist 76 -> 102 s, cifar_few_updates 55 -> 77, cifar_damping
+#: 44 -> 61), and XLA's default flags were slower still for all but digits_cnn (62 s).
+RUN_BOUND_AT_SMOKE = ("digits_cnn", "refresh_rules", "iterative_linearisation", "quintic_damping", "mean_field_images")
 
 
 def toc_notebooks(root) -> list[pathlib.Path]:
@@ -130,6 +140,23 @@ def cache_executed(cache_dir, path, nb, seconds: float) -> None:
     cache.cache_notebook_bundle(CacheBundleIn(nb, str(pathlib.Path(path).resolve()),
                                               data={"execution_seconds": float(seconds)}),
                                 check_validity=False, overwrite=True)
+
+
+def smoke_kernel_flags(stem: str, flags: str) -> str:
+    """The ``XLA_FLAGS`` of notebook ``stem``'s kernel under ``make test`` (``conftest.py`` at the repository root),
+    given the suite's ``flags``: for a notebook of :data:`RUN_BOUND_AT_SMOKE`, the optimisation level 0 raised to 1;
+    otherwise ``flags`` unchanged.
+
+    Examples:
+      >>> smoke_kernel_flags("digits_cnn", "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false")
+      '--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false'
+      >>> smoke_kernel_flags("resnet_mnist", "--xla_backend_optimization_level=0")
+      '--xla_backend_optimization_level=0'
+    """
+    if stem not in RUN_BOUND_AT_SMOKE:
+        return flags
+    return " ".join("--xla_backend_optimization_level=1" if f == "--xla_backend_optimization_level=0" else f
+                    for f in flags.split())
 
 
 def kernel_env(stem: str, environ) -> dict:
