@@ -109,7 +109,8 @@ CACHE_WARNING := ignore:Error reading persistent compilation cache entry:UserWar
 # its own): tests/test_core_gauss_newton.py and tests/test_models_cnn.py took 60 s against 72-76 s
 # on one core, and the notebooks' kernels at smoke ran faster too (resnet_mnist 57 s against 76,
 # refresh_rules 39 against 50, digits_cnn 35 against 45; 2026-11-28). Results agree with the
-# default build to float32 rounding (not bit for bit: machine code that fuses or orders operations differently rounds differently), and
+# default build to float32 rounding (not bit for bit: machine code that fuses or orders
+# operations differently rounds differently), and
 # every comparison a test makes is between programs built the same way. Timings are never
 # asserted by the tests. `make book` compiles with these flags only the notebooks whose time is
 # mostly compiling (itlin_core.tools.execution.COMPILE_BOUND, measured); the others and the
