@@ -109,11 +109,12 @@ def test_no_figure_is_wider_than_the_page_allows():
     assert not too_wide and not uncapped, f"too wide: {too_wide}; width not capped by MAX_FIG_WIDTH: {uncapped}"
 
 
-@pytest.mark.parametrize("limits", [(1e-7, 1e5), (0.02, 0.9), (3.0, 3000.0)])
+@pytest.mark.parametrize("limits", [(1e-7, 1e5), (1e-5, 1e7), (0.02, 0.9), (3.0, 3000.0), (1.0, 1e6)])
 def test_log_axes_label_their_ticks_with_plain_full_size_numbers(limits):
     """Matplotlib's own log labels are powers of ten whose raised exponent is drawn at 70 % of the
     tick size, under the legible size; after use_style every label of a log axis, major and minor,
-    is a plain number (no mathtext) that reads back as the tick's value."""
+    is a plain number (no mathtext) that reads back as the tick's value, in one form per axis:
+    written out within 0.001 ... 100000, all in the exponent form on an axis reaching beyond."""
     import matplotlib.pyplot as plt
 
     with matplotlib.rc_context():
@@ -129,3 +130,5 @@ def test_log_axes_label_their_ticks_with_plain_full_size_numbers(limits):
     for value, text in labelled:
         assert "$" not in text, text
         assert math.isclose(float(text.replace("\N{MINUS SIGN}", "-")), value, rel_tol=0.01), (value, text)
+    exponent_form = ["e" in text for _, text in labelled]
+    assert all(exponent_form) if limits[0] < 1e-3 or limits[1] >= 1e5 else not any(exponent_form), labelled

@@ -43,8 +43,9 @@ STYLE = {
 MAX_FIG_WIDTH = 9.0
 
 
-def plain_number(x: float) -> str:
-    """A tick value of a log axis as plain text: ``0.01``, ``1``, ``100``, ``2e-5``, ``1e6``.
+def plain_number(x: float, exponent: bool = False) -> str:
+    """A tick value of a log axis as plain text: ``0.01``, ``1``, ``100``, ``2e-5``, ``1e6`` (with
+    ``exponent``: ``1e-2``, ``1e0``, ``1e2``).
 
     Matplotlib writes log ticks as powers (10 with a raised exponent), and the raised exponent is
     drawn at 70 % of the label's size, below the book's smallest legible text (issue 42); plain
@@ -53,18 +54,22 @@ def plain_number(x: float) -> str:
     Examples:
       >>> [plain_number(v) for v in (1e-6, 2.5e-5, 0.001, 0.03, 1.0, 100.0, 1e4, 1e6)]
       ['1e-6', '2.5e-5', '0.001', '0.03', '1', '100', '10000', '1e6']
+      >>> [plain_number(v, exponent=True) for v in (0.03, 1.0, 100.0)]
+      ['3e-2', '1e0', '1e2']
     """
-    if x == 0 or 1e-3 <= abs(x) < 1e5:
+    if x == 0 or (not exponent and 1e-3 <= abs(x) < 1e5):
         return np.format_float_positional(x, precision=3, fractional=False, trim="-")
     mantissa, exponent = f"{x:.2e}".split("e")
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 class PlainLogFormatter(mpl.ticker.LogFormatter):
-    """Matplotlib's log-axis formatter (which ticks get a label), labels as :func:`plain_number`."""
+    """Matplotlib's log-axis formatter (which ticks get a label), labels as :func:`plain_number`, one
+    form per axis: written out within 0.001 ... 100000, all as exponents on an axis reaching beyond."""
 
     def _num_to_string(self, x, vmin, vmax):
-        return plain_number(x)
+        lo, hi = sorted((abs(vmin), abs(vmax)))
+        return plain_number(x, exponent=not (lo >= 1e-3 * (1 - 1e-9) and hi < 1e5))
 
 
 class PlainLogScale(mpl.scale.LogScale):
