@@ -47,9 +47,8 @@ def plain_number(x: float, exponent: bool = False) -> str:
     """A tick value of a log axis as plain text: ``0.01``, ``1``, ``100``, ``2e-5``, ``1e6`` (with
     ``exponent``: ``1e-2``, ``1e0``, ``1e2``).
 
-    Matplotlib writes log ticks as powers (10 with a raised exponent), and the raised exponent is
-    drawn at 70 % of the label's size, below the book's smallest legible text (issue 42); plain
-    numbers keep the whole label at the tick size.
+    Matplotlib writes log ticks as 10 with a raised exponent, drawn at 70 % of the label's size, below
+    the book's smallest legible text (issue 42); plain numbers keep the whole label at tick size.
 
     Examples:
       >>> [plain_number(v) for v in (1e-6, 2.5e-5, 0.001, 0.03, 1.0, 100.0, 1e4, 1e6)]
