@@ -154,3 +154,30 @@ def test_every_cell_has_its_own_id(path):
     ids = [c.get("id") for c in nb["cells"]]
     assert all(ids), f"{path.name}: cells {[i for i, x in enumerate(ids) if not x]} have no id"
     assert len(set(ids)) == len(ids), f"{path.name}: two cells share an id"
+
+
+def prose_sentences(path) -> list:
+    """The sentences of a page's written prose (a notebook's Markdown cells, or a Markdown page),
+    whitespace collapsed; only those over 70 characters, the length of a sentence that says
+    something rather than a heading or a label."""
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text())["cells"]
+        text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    else:
+        text = path.read_text()
+    return [s for s in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", text)) if len(s) > 70]
+
+
+def test_no_sentence_of_the_prose_is_written_twice():
+    """Issue 42: no paragraph twice. A sentence shared by two pages (or said twice on one) is
+    written once and referred to; the check works on sentences, so that a paragraph copied with
+    one word changed is still caught by its other sentences."""
+    pages = NOTEBOOKS + sorted((ROOT / "book").glob("*.md"))
+    seen = {}
+    repeated = []
+    for path in pages:
+        for sentence in prose_sentences(path):
+            if sentence in seen:
+                repeated.append(f"{seen[sentence]} and {path.name}: {sentence[:120]}")
+            seen.setdefault(sentence, path.name)
+    assert not repeated, "\n".join(repeated)
