@@ -135,3 +135,22 @@ def test_the_teachers_page_marks_checked_exactly_the_exercises_that_name_a_check
     wrong = [label for label, text in statements.items() if ("check_" in text) != ("checked" in kinds[label])]
     assert not wrong, f"the Kind column's 'checked' disagrees with the exercise text: {wrong}"
     assert all("check_" in text for text in statements.values())
+
+
+def test_each_chapter_ends_with_two_to_four_exercises_then_only_its_checks():
+    """The page says: near the end of each chapter a section *Exercises* holds two to four of
+    them, followed only by the chapter's check cells. Every chapter notebook of the table of
+    contents but the closing one (which trains nothing and sets none) is held to that."""
+    assert "two to\nfour of them, followed only by the chapter's check cells" in TEACHERS.read_text()
+    labelled, _ = book_exercises()
+    counts = {stem: 0 for stem in toc_files() if (ROOT / f"{stem}.ipynb").exists() and stem != "book/conclusion"}
+    for page, _title in labelled.values():
+        counts[page.removesuffix(".ipynb")] = counts.get(page.removesuffix(".ipynb"), 0) + 1
+    assert len(counts) >= 15 and all(2 <= n <= 4 for n in counts.values()), counts
+    for stem in counts:
+        cells = json.loads((ROOT / f"{stem}.ipynb").read_text())["cells"]
+        headings = [line for c in cells if c["cell_type"] == "markdown"
+                    for line in "".join(c["source"]).splitlines() if re.match(r"#{1,2} ", line)]
+        assert "## Exercises" in headings, stem
+        after = headings[headings.index("## Exercises") + 1:]
+        assert after in ([], ["## Checks"]), (stem, after)
