@@ -150,7 +150,8 @@ check-newest:
 	  $(NEWEST_DIR)/venv/bin/python -m pip install --quiet --upgrade $(NEWEST_PKGS)
 	$(NEWEST_DIR)/venv/bin/python -m pip install --quiet "itlin-core @ git+file://$(CURDIR)"
 	cd $(NEWEST_DIR) && $(BLAS_ENV) XLA_FLAGS="$(TEST_XLA_FLAGS)" \
-	  $(if $(ITLIN_JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(ITLIN_JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0) \
+	  $(if $(ITLIN_JAX_CACHE),JAX_COMPILATION_CACHE_DIR=$(ITLIN_JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+	    PYTHONWARNINGS="$(CACHE_WARNING)") \
 	  venv/bin/python -m itlin_core.tools.newest \
 	  --book $(CURDIR) --out $(abspath $(NEWEST_STATUS)) --jobs $(JOBS)
 
