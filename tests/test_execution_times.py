@@ -84,3 +84,16 @@ def test_a_compile_bound_notebooks_kernel_gets_the_fast_compile_flags_and_no_oth
     want = f"{execution.FAST_COMPILE_FLAGS} --xla_dump_to=/nonexistent" if bound else "--xla_dump_to=/nonexistent"
     assert out.strip() == f"flags: {want}"
     assert dict(os.environ) == before
+
+
+def test_the_makefile_and_the_book_build_use_the_same_fast_compile_flags():
+    """The fast-compile XLA flags are written twice, in the Makefile (TEST_XLA_FLAGS, for make test
+    and check-newest) and in execution.FAST_COMPILE_FLAGS (for make book's compile-bound notebooks):
+    the measurements behind both are of one set, so the two lists must stay the same."""
+    import pathlib
+    import re
+
+    makefile = (pathlib.Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    m = re.search(r"^TEST_XLA_FLAGS \?=((?:.*\\\n)*.*)$", makefile, re.M)
+    assert m, "TEST_XLA_FLAGS not found in the Makefile"
+    assert m.group(1).replace("\\\n", " ").split() == execution.FAST_COMPILE_FLAGS.split()
