@@ -260,14 +260,17 @@ def claims_markdown(rows) -> str:
       | claim | reproduced here? | the paper reports | this record shows |
       | --- | --- | --- | --- |
       | K=1 fits | yes | 100% | 99.9% |
+      >>> print(claims_markdown([{"claim": "a | b", "paper": "-", "shows": "-", "verdict": "no"}]).splitlines()[-1])
+      | a \\| b | no | - | - |
     """
     metric = bool(rows) and all("metric" in r for r in rows)
     record = bool(rows) and all("record" in r for r in rows)
     head = ("| claim | reproduced here? |" + (" judged on |" if record else "") + (" metric |" if metric else "")
             + " the paper reports |" + (" the record shows |" if record else " this record shows |"))
     lines = [head, "|" + " --- |" * (4 + metric + record)]
-    lines += [f"| {r['claim']} | {r['verdict']} |" + (f" {r['record']} |" if record else "")
-              + (f" {r['metric']} |" if metric else "") + f" {r['paper']} | {r['shows']} |" for r in rows]
+    cells = [{key: str(v).replace("|", "\\|") for key, v in r.items()} for r in rows]   # a "|" in a cell stays text
+    lines += [f"| {c['claim']} | {c['verdict']} |" + (f" {c['record']} |" if record else "")
+              + (f" {c['metric']} |" if metric else "") + f" {c['paper']} | {c['shows']} |" for c in cells]
     return "\n".join(lines)
 
 
