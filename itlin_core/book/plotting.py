@@ -112,8 +112,7 @@ def k_colours(Ks):
       ('black', 4, True)
     """
     finite = sorted({int(k) for k in Ks if k is not None and not isinstance(k, str) and k != math.inf})
-    cmap = plt.get_cmap("viridis")
-    lo, hi = K_CMAP_RANGE
+    cmap, (lo, hi) = plt.get_cmap("viridis"), K_CMAP_RANGE
     rank = {k: (lo + (hi - lo) * i / max(len(finite) - 1, 1)) for i, k in enumerate(finite)}
     # rule specs (``"geometric(...)"``, ``"on_drift(...)"``) take the colour of their family in
     # RULE_STYLE, darker for each further rule of the family
@@ -211,10 +210,11 @@ def stand_in_title(results) -> str:
 
 
 def stability_figure(results, source, groups) -> dict | None:
-    """One panel per group of ``groups`` (names in ``results``) that measured its curvature:
-    :func:`plot_stability` of its runs. Returns ``{"crossed": (group, label) of every run whose
-    ratio exceeded 1, "diverged": likewise for the runs that diverged, "largest": the largest
-    ratio}``, or ``None`` (and says so) when no such group is in the record shown.
+    """One panel per group of ``groups`` (names in ``results``; a dict ``{name: panel title}`` names
+    the panels) that measured its curvature: :func:`plot_stability` of its runs. Returns
+    ``{"crossed": (group, label) of every run whose ratio exceeded 1, "diverged": likewise for the
+    runs that diverged, "largest": the largest ratio}``, or ``None`` (and says so) when no such
+    group is in the record shown.
 
     Examples:
       >>> import matplotlib; matplotlib.use("Agg")
@@ -238,8 +238,8 @@ def stability_figure(results, source, groups) -> dict | None:
     for ax in axes.flat[len(recs):]:
         ax.set_visible(False)
     out = {"crossed": [], "diverged": [], "largest": -math.inf}
-    titles = [(f"{rec['n_train']:,} training images, " if rec.get("n_train") else "") + f"lr {rec['config']['lr']:g}"
-              for _, rec in recs]
+    titles = [(groups.get(g) if isinstance(groups, dict) else None) or (f"{rec['n_train']:,} training images, "
+              if rec.get("n_train") else "") + f"lr {rec['config']['lr']:g}" for g, rec in recs]
     for ax, (name, rec), title in zip(axes.flat, recs, titles):
         ratio = plot_stability(ax, rec)      # two groups alike in both: their lengths tell them apart
         ax.set_title(title if titles.count(title) == 1 else f"{title}, {int(rec['eval_step'][-1]):,} steps")
