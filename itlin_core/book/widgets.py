@@ -36,6 +36,9 @@ import matplotlib.pyplot as plt
 #: At most this many values get a written tick label under the static slider (all get a tick
 #: mark), so that labels do not run into each other on a phone.
 MAX_TICK_LABELS = 5
+#: ... and the written labels together have at most about this many characters (about the width
+#: of a phone's slider), except that the first and the last value are always written.
+MAX_TICK_CHARS = 40
 
 
 def _mode(mode: str | None) -> str:
@@ -101,12 +104,19 @@ def shared_limits(fig, draw: Callable, values: Sequence):
             for k in range(len(per_value[0]))]
 
 
-def _tick_positions(n: int) -> list[int]:
+def _tick_positions(n: int, longest: int = 1) -> list[int]:
     """Indices of the values that get a written tick label: all of them up to
-    ``MAX_TICK_LABELS``, else that many evenly spread, always the first and the last."""
-    if n <= MAX_TICK_LABELS:
+    ``MAX_TICK_LABELS`` (fewer where labels of ``longest`` characters would exceed
+    ``MAX_TICK_CHARS``), else that many evenly spread, always the first and the last.
+
+    Examples:
+      >>> _tick_positions(9), _tick_positions(9, longest=20), _tick_positions(3, longest=14)
+      ([0, 2, 4, 6, 8], [0, 8], [0, 2])
+    """
+    most = max(2, min(MAX_TICK_LABELS, MAX_TICK_CHARS // max(longest, 1)))
+    if n <= most:
         return list(range(n))
-    return sorted({round(k * (n - 1) / (MAX_TICK_LABELS - 1)) for k in range(MAX_TICK_LABELS)})
+    return sorted({round(k * (n - 1) / (most - 1)) for k in range(most)})
 
 
 def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, alt: str = "",
@@ -128,7 +138,7 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
 
     ticks = "".join(
         f'<span class="itlin-slider-tick" style="left: {100 * i / max(n - 1, 1):.4f}%">{esc(labels[i])}</span>'
-        for i in _tick_positions(n))
+        for i in _tick_positions(n, max(len(str(t)) for t in labels)))
     options = "".join(f'<option value="{i}"></option>' for i in range(n))
     frames = json.dumps([base64.b64encode(p).decode("ascii") for p in frames_png])
     names = json.dumps(list(labels))
