@@ -181,3 +181,35 @@ def test_no_sentence_of_the_prose_is_written_twice():
                 repeated.append(f"{seen[sentence]} and {path.name}: {sentence[:120]}")
             seen.setdefault(sentence, path.name)
     assert not repeated, "\n".join(repeated)
+
+
+def solutions(path):
+    """(label, text of the solution's last Markdown cell) for every solution of a notebook."""
+    label, found = None, []
+    for cell in json.loads(path.read_text())["cells"]:
+        text = "".join(cell["source"])
+        start = re.search(r"\{solution-start\}\s+(\S+)", text)
+        if start:
+            label = start.group(1)
+        if "{solution-end}" in text:
+            found.append((label, text))
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_solution_ends_with_its_conclusion_in_one_sentence(path):
+    """Issue 42: a solution closes with a paragraph "**Conclusion.** <one sentence>" just before
+    its end, so that a reader who skims the working still takes the answer away."""
+    for label, text in solutions(path):
+        body = text[: text.index("```{solution-end}")].rstrip()
+        last = body.split("\n\n")[-1]
+        assert last.startswith("**Conclusion.** "), f"{path.name}: {label} ends without a conclusion"
+        sentence = last.removeprefix("**Conclusion.** ").replace("\n", " ")
+        # one sentence: it ends with a full stop and none of its other full stops ends a sentence
+        inner = re.sub(r"\$[^$]*\$", "", sentence[:-1])
+        assert sentence.endswith(".") and not re.search(r"\.\s+[A-Z]", inner), (
+            f"{path.name}: {label}'s conclusion is not one sentence: {sentence!r}")
+
+
+def test_the_solutions_are_found():
+    assert sum(len(solutions(p)) for p in NOTEBOOKS) >= 40
