@@ -34,10 +34,10 @@ from typing import Callable, Sequence
 import matplotlib.pyplot as plt
 
 #: At most this many values get a written tick label under the static slider (all get a tick
-#: mark), so that labels do not run into each other on a phone.
-MAX_TICK_LABELS = 5
-#: ... and the written labels together have at most about this many characters (about the width
-#: of a phone's slider), except that the first and the last value are always written.
+#: mark), so that labels do not crowd each other on a phone.
+MAX_TICK_LABELS = 9
+#: ... and no two written labels overlap on a slider about this many characters (of the labels'
+#: font) wide, the width of a phone's slider; the first and the last value are always written.
 MAX_TICK_CHARS = 40
 
 
@@ -104,19 +104,35 @@ def shared_limits(fig, draw: Callable, values: Sequence):
             for k in range(len(per_value[0]))]
 
 
-def _tick_positions(n: int, longest: int = 1) -> list[int]:
-    """Indices of the values that get a written tick label: all of them up to
-    ``MAX_TICK_LABELS`` (fewer where labels of ``longest`` characters would exceed
-    ``MAX_TICK_CHARS``), else that many evenly spread, always the first and the last.
+def _tick_positions(labels: Sequence[str]) -> list[int]:
+    """Indices of the values that get a written tick label: the most (at most
+    ``MAX_TICK_LABELS``) evenly spread ones, always the first and the last, whose labels do not
+    run into each other on a slider ``MAX_TICK_CHARS`` characters wide. As on the page, the
+    first label starts at the left end, the last ends at the right end and the others are
+    centred on their ticks; neighbours keep at least one character apart.
 
     Examples:
-      >>> _tick_positions(9), _tick_positions(9, longest=20), _tick_positions(3, longest=14)
-      ([0, 2, 4, 6, 8], [0, 8], [0, 2])
+      >>> _tick_positions(["0.001", "0.01", "0.1", "1", "10", "100"])
+      [0, 1, 2, 3, 4, 5]
+      >>> _tick_positions([str(k) for k in range(9)]), _tick_positions(["x" * 20] * 9)
+      ([0, 1, 2, 3, 4, 5, 6, 7, 8], [0, 8])
     """
-    most = max(2, min(MAX_TICK_LABELS, MAX_TICK_CHARS // max(longest, 1)))
-    if n <= most:
-        return list(range(n))
-    return sorted({round(k * (n - 1) / (most - 1)) for k in range(most)})
+    n = len(labels)
+    widths = [len(str(t)) for t in labels]
+
+    def extent(i):
+        x = MAX_TICK_CHARS * i / max(n - 1, 1)
+        if i == 0:
+            return 0.0, widths[i]
+        if i == n - 1:
+            return x - widths[i], x
+        return x - widths[i] / 2, x + widths[i] / 2
+
+    for m in range(min(n, MAX_TICK_LABELS), 2, -1):
+        chosen = sorted({round(k * (n - 1) / (m - 1)) for k in range(m)})
+        if all(extent(a)[1] + 1 <= extent(b)[0] for a, b in zip(chosen, chosen[1:])):
+            return chosen
+    return list(range(n)) if n <= 1 else [0, n - 1]
 
 
 def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, alt: str = "",
@@ -138,7 +154,7 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
 
     ticks = "".join(
         f'<span class="itlin-slider-tick" style="left: {100 * i / max(n - 1, 1):.4f}%">{esc(labels[i])}</span>'
-        for i in _tick_positions(n, max(len(str(t)) for t in labels)))
+        for i in _tick_positions(labels))
     options = "".join(f'<option value="{i}"></option>' for i in range(n))
     frames = json.dumps([base64.b64encode(p).decode("ascii") for p in frames_png])
     names = json.dumps(list(labels))
