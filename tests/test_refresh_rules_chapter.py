@@ -81,7 +81,8 @@ LOSS_FIXED = [("fixed", "K=∞", 1, 0.2), ("fixed", "K=100", 10, 0.1), ("fixed",
 
 
 def test_losses_are_compared_in_log_loss_and_relative_difference():
-    hist = loss_hist(LOSS_FIXED + [("geometric", "g", 30, 0.05), ("drift", "d-tied", 10, 0.1015),
+    hist = loss_hist(LOSS_FIXED + [("geometric", "g", 30, 0.05), ("geometric", "g-worse", 30, 0.2),
+                                   ("drift", "d-tied", 10, 0.1015),
                                    ("drift", "d-never", 1, 0.2), ("drift", "d-nan", 50, math.nan),
                                    ("fixed", "K=3", 300, math.nan)])
     rows = {r["label"]: r for r in refresh_rules.compare_at_equal_updates(hist, SMALL, "test_error_proxy",
@@ -90,16 +91,20 @@ def test_losses_are_compared_in_log_loss_and_relative_difference():
     w = (math.log(30) - math.log(10)) / (math.log(100) - math.log(10))
     ref = math.exp((1 - w) * math.log(0.1) + w * math.log(0.01))
     assert rows["g"]["fixed_accuracy"] == pytest.approx(ref)
-    assert rows["g"]["difference"] == pytest.approx(0.05 / ref - 1) and rows["g"]["verdict"] == "worse"
-    assert rows["g"]["gain"] == pytest.approx(1 - 0.05 / ref) and rows["g"]["unit"] == "relative"
+    assert rows["g"]["difference"] == pytest.approx(0.05 / ref - 1) and rows["g"]["unit"] == "relative"
+    assert rows["g"]["gain"] == pytest.approx(1 - 0.05 / ref) and rows["g"]["gain"] < -0.4
+    # far above the interpolated loss, but between its two bracketing periods (0.1 at 10
+    # updates, 0.01 at 100): the verdict does not rest on the interpolation, so it is a tie
+    assert rows["g"]["bracket"] == ("K=100", "K=10") and rows["g"]["verdict"] == "tied"
+    assert rows["g-worse"]["verdict"] == "worse"                # above both bracketing losses
     assert rows["d-tied"]["verdict"] == "tied"                  # 1.5% < 2%
     assert rows["d-never"]["verdict"] == "never refreshed"      # one linearisation: the K=inf run
     assert rows["d-nan"]["verdict"] == "diverged"
     counts = refresh_rules.verdict_counts(list(rows.values()))
-    assert (counts["runs"], counts["compared"], counts["better"], counts["tied"], counts["worse"]) == (4, 2, 0, 1, 1)
+    assert (counts["runs"], counts["compared"], counts["better"], counts["tied"], counts["worse"]) == (5, 3, 0, 2, 1)
     assert (counts["diverged"], counts["never"], counts["outside"]) == (1, 1, 0)
-    # a lower loss is better: the best row is the one of largest gain, the tied one here
-    assert counts["best"] is rows["d-tied"] and counts["worst"] is rows["g"]
+    # a lower loss is better: the best row is the one of largest gain, "d-tied" here
+    assert counts["best"] is rows["d-tied"] and counts["worst"] is rows["g-worse"]
 
 
 def test_a_lower_loss_is_better():

@@ -348,10 +348,11 @@ def refresh_rules_at_equal_updates(results):
     by_label = {r["label"]: r for r in rows}
     print(f"{'rule':>20} {'updates':>8} {'best test acc. (%)':>19} {'fixed K, same updates':>22}  verdict")
     for i, label in enumerate(rec["labels"]):
-        r = by_label.get(label)
-        ref = f"{100 * r['fixed_accuracy']:.1f}" if r and r["verdict"] in ("better", "tied", "worse") else ""
+        judged = (r := by_label.get(label)) is not None and r["verdict"] in ("better", "tied", "worse")
+        ref, against = ((f"{100 * r['fixed_accuracy']:.1f}", f" (against {' and '.join(dict.fromkeys(r['bracket']))})")
+                        if judged else ("", ""))
         print(f"{label:>20} {int(hist['updates'][0, i]):>8,} {100 * best[i]:>19.1f} {ref:>22}  "
-              f"{r['verdict'] if r else ''}")
+              f"{r['verdict'] if r else ''}{against}")
     return rows
 
 
@@ -396,5 +397,4 @@ def stability_of_each_linearisation(results, source, group: str = "fig3"):
     labels = lambda runs: [label for _, label in runs]
     return {"crossed": labels(out["crossed"]), "diverged": labels(out["diverged"]), "largest": out["largest"]}
 
-__all__ = ["HAS_LAPTOP", "LAPTOP", "PLATEAU_TIME", "runs", "claims", "claims_markdown", "accuracy_k1_against_a_huge_k", "accuracy_against_k", "full_batch_against_minibatch", "fig11_pairs", "fig11_same_order", "RULES_TIE_IMAGES", "refresh_rules_at_equal_updates",
-           "stability_of_each_linearisation"]
+__all__ = ["HAS_LAPTOP", "LAPTOP", "PLATEAU_TIME", "runs", "claims", "claims_markdown", "accuracy_k1_against_a_huge_k", "accuracy_against_k", "full_batch_against_minibatch", "fig11_pairs", "fig11_same_order", "RULES_TIE_IMAGES", "refresh_rules_at_equal_updates", "stability_of_each_linearisation"]

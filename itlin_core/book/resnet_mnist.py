@@ -138,12 +138,15 @@ def resnet_accuracy_with_and_without_batchnorm(results):
     for name in ("fig10_plain", "fig10_bn"):
         rec = results[name]
         best = best_accuracy(rec)
+        updates, at = np.asarray(rec["feature_updates"]), np.asarray(rec["eval_step"])
         for i, label in enumerate(rec["labels"]):
-            m = rec["metrics"]
-            print(f"{name:12s} {label:>6}: {int(np.asarray(rec['feature_updates'])[-1, i]):>7,} linearisations; "
+            m, d = rec["metrics"], rec["diverged_at"][i]
+            # a diverged run: the linearisations it had used by the last evaluation before it diverged
+            n = int(updates[-1, i] if d is None else updates[at <= d][-1, i])
+            print(f"{name:12s} {label:>6}: {n:>7,} linearisations{'' if d is None else ' before diverging'}; "
                   f"best test accuracy {pct(best[i])}, final: proxy {pct(m['test_accuracy_proxy'][-1, i])}, "
                   f"network {pct(m['test_accuracy_network'][-1, i])}"
-                  + ("" if rec["diverged_at"][i] is None else f"; diverged at step {rec['diverged_at'][i]:,}"))
+                  + ("" if d is None else f"; diverged at step {d:,}"))
 
 
 def accuracy_against_k_mnist_and_cifar(results):

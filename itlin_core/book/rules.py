@@ -6,7 +6,8 @@ Convention: a sweep's history ``hist`` holds ``families`` (``"fixed"``, ``"geome
 ``"drift"`` per run, :func:`itlin_core.book.common.rule_family`), ``labels``, ``updates``
 (linearisations used so far, ``(evals, runs)``) and the metric compared (``(evals, runs)``); for
 an accuracy also ``n_test``. The fixed periods form the reference curve, interpolated in the
-logarithm of the number of updates."""
+logarithm of the number of updates; a verdict sets a run against the two fixed periods that
+bracket its number of updates."""
 
 from __future__ import annotations
 
@@ -22,22 +23,37 @@ def compare_at_equal_updates(hist: dict, cfg, metric: str = "test_accuracy_proxy
     ``lower_is_better``, the logarithm of the loss is interpolated, since losses span decades).
     Fixed runs whose final value is not finite (diverged) are left out of the curve.
 
+    The verdict does not rest on the interpolation, which is a guess between two runs and can
+    dip where the fixed curve is not monotone: a run is ``"better"`` only when it beats *both*
+    fixed periods whose numbers of updates bracket its own by more than a tie (``cfg.tie_images``
+    test images for an accuracy, the fraction ``cfg.tie_relative`` for a loss), ``"worse"`` only
+    when both beat it by more than a tie, and ``"tied"`` otherwise (within a tie of one of them,
+    or between the two).
+
     Returns dicts with ``label``, ``family``, ``updates``, ``accuracy`` (the run's final value of
-    ``metric``), ``fixed_accuracy`` (the curve's, NaN where the run's count lies outside the fixed
-    runs' range), ``difference`` (for an accuracy the difference; for a loss the relative
-    difference ``value / fixed - 1``), ``gain`` (the difference signed so that positive is
-    better), ``unit`` (``"points"`` or ``"relative"``) and ``verdict`` (``"better"``, ``"worse"``,
-    ``"tied"``: within ``cfg.tie_images`` test images for an accuracy, within the fraction
-    ``cfg.tie_relative`` for a loss; ``"diverged"``; or ``"outside"``).
+    ``metric``), ``fixed_accuracy`` (the interpolated curve's, NaN where the run's count lies
+    outside the fixed runs' range), ``bracket`` (the labels of the two bracketing fixed periods,
+    one label twice where a fixed period used exactly as many updates), ``difference`` (from the
+    interpolated curve: for an accuracy the difference, for a loss the relative difference
+    ``value / fixed - 1``), ``gain`` (the difference signed so that positive is better), ``unit``
+    (``"points"`` or ``"relative"``) and ``verdict`` (``"better"``, ``"worse"``, ``"tied"``,
+    ``"diverged"``, ``"never refreshed"`` or ``"outside"``).
 
     Examples:
       >>> import types
-      >>> hist = {"families": ["fixed", "fixed", "geometric", "drift"], "n_test": 500,
-      ...         "labels": ["K=1", "K=100", "geometric(3, 2)", "on_drift(0.2)"],
-      ...         "updates": np.array([[600, 6, 60, 1]]), "test_accuracy_proxy": np.array([[0.9, 0.8, 0.88, 0.7]])}
+      >>> hist = {"families": ["fixed", "fixed", "fixed", "geometric", "geometric", "drift"], "n_test": 500,
+      ...         "labels": ["K=1", "K=10", "K=100", "geometric(3, 2)", "geometric(9, 2)", "on_drift(0.2)"],
+      ...         "updates": np.array([[600, 60, 6, 20, 30, 1]]),
+      ...         "test_accuracy_proxy": np.array([[0.9, 0.8, 0.85, 0.88, 0.84, 0.7]])}
       >>> rows = compare_at_equal_updates(hist, types.SimpleNamespace(tie_images=3, tie_relative=0.02))
-      >>> [(r["label"], r["verdict"], round(r["fixed_accuracy"], 3)) for r in rows]
-      [('geometric(3, 2)', 'better', 0.85), ('on_drift(0.2)', 'never refreshed', nan)]
+      >>> [(r["label"], r["verdict"], r["bracket"], round(r["fixed_accuracy"], 3)) for r in rows]
+      ... # doctest: +NORMALIZE_WHITESPACE
+      [('geometric(3, 2)', 'better', ('K=100', 'K=10'), 0.824),
+       ('geometric(9, 2)', 'tied', ('K=100', 'K=10'), 0.815),
+       ('on_drift(0.2)', 'never refreshed', None, nan)]
+
+      ``geometric(9, 2)`` lies above the interpolated curve by more than a tie, but below
+      ``K=100``: with a fixed curve that dips, it is not counted as better.
     """
     val, upd = np.asarray(hist[metric][-1], float), np.asarray(hist["updates"][-1])
     fam = np.asarray(hist["families"])
@@ -54,6 +70,13 @@ def compare_at_equal_updates(hist: dict, cfg, metric: str = "test_accuracy_proxy
             if inside else math.nan
         diff = v / ref - 1 if lower_is_better else v - ref
         gain = -diff if lower_is_better else diff
+        bracket = None
+        if inside:   # the fixed periods at or just below, and at or just above, the run's count
+            j = [int(np.searchsorted(xs, math.log(u), side="right")) - 1,
+                 int(np.searchsorted(xs, math.log(u), side="left"))]
+            bracket = tuple(hist["labels"][order[k]] for k in j)
+            # how much the run beats each bracketing period (positive is better), in the tie's unit
+            beats = [1 - v / val[order[k]] if lower_is_better else v - val[order[k]] for k in j]
         if not math.isfinite(v):
             verdict = "diverged"
         elif u == 1:         # only the initial linearisation: the run is K = inf, step for step
@@ -61,10 +84,10 @@ def compare_at_equal_updates(hist: dict, cfg, metric: str = "test_accuracy_proxy
         elif not inside:
             verdict = "outside"
         else:
-            verdict = "tied" if abs(diff) < tie else "better" if gain > 0 else "worse"
+            verdict = "better" if min(beats) >= tie else "worse" if max(beats) <= -tie else "tied"
         rows.append({"label": hist["labels"][i], "family": str(fam[i]), "updates": int(u), "accuracy": v,
-                     "fixed_accuracy": ref, "difference": diff, "gain": gain, "verdict": verdict,
-                     "unit": "relative" if lower_is_better else "points"})
+                     "fixed_accuracy": ref, "bracket": bracket, "difference": diff, "gain": gain,
+                     "verdict": verdict, "unit": "relative" if lower_is_better else "points"})
     return rows
 
 
