@@ -316,9 +316,8 @@ def claims(results) -> list:
     inf_prefix = inf and inf["prefix"]
     inf_name = fig4_name if inf is None else f"{inf_prefix}{inf['sizes'][0]}"
 
-    def at_rate(res, prefix):
-        rec = next(iter(size_groups(res, prefix).values()))
-        return f" (lr {rec['config']['lr']:g})" if prefix != "fig4_n" else ""
+    def at_rate(res, prefix):   # rows on different groups name their rate: their K=1 runs differ
+        return f" (lr {next(iter(size_groups(res, prefix).values()))['config']['lr']:g})"
 
     def fig4_inf(rec, res):
         if inf is None:
@@ -344,7 +343,8 @@ def claims(results) -> list:
         i1, tol = Ks.index(1), tolerance(rec)
         gain = best[-1] - best[0]
         others = [(k, i) for i, k in enumerate(Ks) if isinstance(k, int) and k != 1]
-        return ("gains: " + ", ".join(f"K={k:,} {100 * gain[i]:+.1f}" for k, i in [(1, i1), *others])
+        return (f"from n={sizes[0]:,} to n={sizes[-1]:,}{at_rate(res, 'fig4_n')}, gains: "
+                + ", ".join(f"K={k:,} {100 * gain[i]:+.1f}" for k, i in [(1, i1), *others])
                 + f" points (tolerance {100 * 2 * tol:.1f} points)",
                 bool(others) and all(abs(gain[i] - gain[i1]) <= 2 * tol for _, i in others),
                 [(f"fig4_n{n}", i) for n in (sizes[0], sizes[-1]) for i in [i1] + [i for _, i in others]])

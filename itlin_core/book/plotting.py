@@ -38,7 +38,6 @@ STYLE = {
     "lines.linewidth": 1.8,
 }
 
-
 #: The widest figure the book draws, in inches: wider ones put their panels in two rows.
 MAX_FIG_WIDTH = 9.0
 
@@ -243,7 +242,7 @@ def stability_figure(results, source, groups) -> dict | None:
     for ax, (name, rec), title in zip(axes.flat, recs, titles):
         ratio = plot_stability(ax, rec)      # two groups alike in both: their lengths tell them apart
         ax.set_title(title if titles.count(title) == 1 else f"{title}, {int(rec['eval_step'][-1]):,} steps")
-        ax.legend(loc="best")
+        legend_below(ax, ncol=3)             # under the panel: the runs' lines fill it
         peak = np.nanmax(np.where(np.isfinite(ratio), ratio, np.nan), axis=0)
         out["crossed"] += [(name, label) for label, r in zip(rec["labels"], peak) if r > 1]
         out["diverged"] += [(name, label) for label, d in zip(rec["labels"], rec["diverged_at"]) if d is not None]
@@ -314,9 +313,9 @@ def legend_below(ax, ncol: int = 2, **kwargs):
 
 
 def mark_feature_updates(ax, record, colours=None, runs=None):
-    """Dotted vertical lines at the feature updates (multiples of K) of every run of an image
-    record with a finite K > 1 or a geometric rule (``runs``: only these), in the run's colour
-    (grey without ``colours``)."""
+    """Dotted lines at the feature updates of every run with a finite K > 1 or a geometric rule
+    (``runs``: only these), in the run's colour (else grey), on axes without vertical grid lines."""
+    ax.grid(False, axis="x")
     last = int(record["eval_step"][-1])
     for i, K in enumerate(record["Ks"]):
         if K is None or (runs is not None and i not in runs):
@@ -358,12 +357,11 @@ RULE_STYLE = {"fixed": ("o", "C0"), "geometric": ("s", "C2"), "drift": ("^", "C3
 
 def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | None = None, log_y: bool = False,
                           annotate_fixed: bool = True):
-    """The final ``metric`` of every run of a refresh-rule sweep
-    (:func:`itlin_core.book.refresh_rules.run_refresh`, ``run_small_problem``) against the number
-    of feature updates it used (log axis): the fixed periods joined by a line (labelled with their
-    K where ``annotate_fixed`` and the neighbours leave room), the geometric runs (growth factor
-    ``ratio``) and the drift-triggered runs as separate markers (:data:`RULE_STYLE`). Runs that diverged are left
-    out. ``ratio``: the geometric runs' common growth factor, for the legend (``None``: not named).
+    """The final ``metric`` of every run of a refresh-rule sweep (:mod:`itlin_core.book.refresh_rules`)
+    against the feature updates it used (log axis): the fixed periods joined by a line (their K on a top
+    axis where ``annotate_fixed`` and the neighbours leave room), the geometric runs (growth factor
+    ``ratio``, named in the legend unless ``None``) and the drift-triggered runs as markers
+    (:data:`RULE_STYLE`). Runs that diverged are left out.
 
     Examples:
       >>> import matplotlib; matplotlib.use("Agg")
@@ -385,16 +383,18 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
         idx = idx[np.argsort(upd[idx])]
         ax.plot(upd[idx], val[idx], marker=marker, color=colour, ls="-" if family == "fixed" else "none", ms=7,
                 label=names[family])
-        if family == "fixed" and annotate_fixed:  # adaptive runs are named in the tables instead
-            last, j = -math.inf, 0   # labels above and below the line in turn; none closer than 0.6 decades
+        if family == "fixed" and annotate_fixed:  # their K on a top axis, clear of the data
+            shown = []                           # no two labels closer than 0.4 decades
             for i in idx:
-                if math.log10(upd[i]) - last >= 0.6:
-                    ax.annotate(hist["labels"][i], (upd[i], val[i]), textcoords="offset points",
-                                xytext=(6, 5) if j % 2 == 0 else (6, -17))
-                    last, j = math.log10(upd[i]), j + 1
+                shown += [i] if not shown or math.log10(upd[i] / upd[shown[-1]]) >= 0.4 else []
+            ax.set_xscale("log")
+            top = ax.twiny()                     # the same log x axis at the top, with ticks at those K
+            top.set(xscale="log", xlim=ax.get_xlim(), xlabel="K of the fixed period")
+            top.set_xticks([upd[i] for i in shown], [hist["labels"][i].removeprefix("K=") for i in shown])
+            top.xaxis.set_minor_locator(mpl.ticker.NullLocator())
+            top.grid(False)
     ax.set(xscale="log", yscale="log" if log_y else "linear", ylabel=ylabel,
            xlabel="feature updates used\n(initial linearisation included)")
 
 
-__all__ = ["plain_number", "PlainLogFormatter", "PlainLogScale", "STABILITY_FLOOR", "panels", "figure_legend", "legend_below", "plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates",
-           "k_axis", "RULE_STYLE", "rules_against_updates"]
+__all__ = ["plain_number", "PlainLogFormatter", "PlainLogScale", "STABILITY_FLOOR", "panels", "figure_legend", "legend_below", "plot_stability", "stability_figure", "use_style", "k_colours", "STYLE", "MAX_FIG_WIDTH", "run_colours", "plot_record_curves", "mark_feature_updates", "k_axis", "RULE_STYLE", "rules_against_updates"]
