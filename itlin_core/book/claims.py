@@ -257,7 +257,7 @@ def claims_markdown(rows) -> str:
 
     Examples:
       >>> print(claims_markdown([{"claim": "K=1 fits", "paper": "100%", "shows": "99.9%", "verdict": "yes"}]))
-      | claim | reproduced here? | the paper reports | this record shows |
+      | claim | reproduced here? | the paper reports | this run shows |
       | --- | --- | --- | --- |
       | K=1 fits | yes | 100% | 99.9% |
       >>> print(claims_markdown([{"claim": "a | b", "paper": "-", "shows": "-", "verdict": "no"}]).splitlines()[-1])
@@ -266,7 +266,7 @@ def claims_markdown(rows) -> str:
     metric = bool(rows) and all("metric" in r for r in rows)
     record = bool(rows) and all("record" in r for r in rows)
     head = ("| claim | reproduced here? |" + (" judged on |" if record else "") + (" metric |" if metric else "")
-            + " the paper reports |" + (" the record shows |" if record else " this record shows |"))
+            + " the paper reports |" + (" the record shows |" if record else " this run shows |"))
     lines = [head, "|" + " --- |" * (4 + metric + record)]
     cells = [{key: str(v).replace("|", "\\|") for key, v in r.items()} for r in rows]   # a "|" in a cell stays text
     lines += [f"| {c['claim']} | {c['verdict']} |" + (f" {c['record']} |" if record else "")

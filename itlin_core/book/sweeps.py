@@ -1,0 +1,252 @@
+r"""Recorded sweeps: the slowest cells of the CPU chapters, read back instead of retrained.
+
+A few cells of the mean-field chapters train dozens of networks for thousands of steps each
+(minutes on one CPU core). So that the whole book builds within minutes on a 2-core machine,
+such a cell calls its sweep through :func:`recorded`::
+
+    res = sweeps.recorded(mean_field_scaling.run_sample_size, cfg)
+
+which returns ``mean_field_scaling.run_sample_size(cfg)``. If ``book/results/sweeps/`` holds a
+result of that function computed from the *same arguments*, it is read from there; otherwise the
+function runs here. "The same arguments" is checked by a fingerprint (:func:`fingerprint`): the
+function's name, every setting of a configuration (its ``repr``) and every array's shape, dtype
+and values (rounded to 30 binary digits, about 9 decimal ones, so that the last bit of a matrix
+product on another CPU does not count as other data). Change any setting, or the data, and the cell trains again.
+
+The mode is the environment variable ``ITLIN_SWEEPS``:
+
+* ``use`` (default): read a matching record, else compute (and say so);
+* ``off``: always compute, never read (a reader who wants to see the training happen);
+* ``record``: compute, and write the result to the function's file (atomically). The first write
+  to a file in a process starts it anew, so a recording run leaves no stale entries behind; one
+  function is called from one chapter, so one notebook owns each file.
+
+The recorded sweeps are made by executing the chapter at the ``book`` preset with
+``ITLIN_SWEEPS=record`` (``python -m itlin_core.book.sweeps CHAPTER ...``), and committed as
+written. Each entry stores the function, the settings as text, the seconds it took, the machine,
+the software versions and the date, next to the result (the JSON format of
+:mod:`itlin_core.book.records`; a dictionary with non-string keys, such as ``{beta: run}``, is
+stored as a list of ``[key, value]`` pairs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .._io import write_bytes_atomically
+from .records import _decode, _encode, default_results_dir, device_description, software_versions
+
+MODES = ("use", "off", "record")
+_STARTED: set = set()        # files this process has begun anew in record mode
+
+
+def mode() -> str:
+    """The mode of :func:`recorded`: ``$ITLIN_SWEEPS`` (``use``, ``off`` or ``record``), default ``use``."""
+    m = os.environ.get("ITLIN_SWEEPS", "use").strip().lower() or "use"
+    if m not in MODES:
+        raise ValueError(f"ITLIN_SWEEPS must be one of {', '.join(MODES)}, got {m!r}.")
+    return m
+
+
+def _token(value, where: str):
+    """A text that identifies ``value`` for :func:`fingerprint` (arrays by a hash of their rounded values)."""
+    if value is None or isinstance(value, (bool, str)):
+        return repr(value)
+    if isinstance(value, (int, np.integer)):
+        return repr(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        a = np.asarray(value)
+        if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) or np.iscomplexobj(a):
+            raise TypeError(f"{where}: only real numeric arrays can be fingerprinted, got dtype {a.dtype}.")
+        v = a
+        if np.issubdtype(a.dtype, np.floating):      # 30 binary digits of the mantissa (about 9 decimal)
+            mant, expo = np.frexp(np.asarray(a, np.float64))
+            v = np.ldexp(np.round(mant * 2.0**30), expo - 30)
+        digest = hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()[:16]
+        return f"array({a.dtype.name}, {a.shape}, {digest})"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_token(v, f'{where}[{k!r}]')}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_token(v, f"{where}[{i}]") for i, v in enumerate(value)) + "]"
+    raise TypeError(f"{where}: a recorded sweep's arguments must be numbers, strings, None, arrays, dataclass "
+                    f"configurations, lists and dicts of them; got a {type(value).__name__}.")
+
+
+def fingerprint(fn, *args, **kwargs) -> tuple[str, str]:
+    """``(key, settings)``: the hash under which :func:`recorded` files ``fn(*args, **kwargs)``, and the
+    arguments as text (what the key hashes).
+
+    Examples:
+      >>> import numpy as np
+      >>> key, text = fingerprint(np.add, 1.0, np.array([1.0, 2.0]))
+      >>> text
+      'numpy.add(1.0, array(float64, (2,), dc91ce9a50ddc828))'
+      >>> fingerprint(np.add, 1.0, np.array([1.0, 2.0 + 1e-14]))[0] == key     # rounding noise: the same data
+      True
+      >>> fingerprint(np.add, 1.0, np.array([1.0, 2.001]))[0] == key
+      False
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be the sweep function to call, got a {type(fn).__name__}.")
+    parts = [_token(a, f"argument {i + 1}") for i, a in enumerate(args)]
+    parts += [f"{k}={_token(v, f'argument {k!r}')}" for k, v in sorted(kwargs.items())]
+    text = f"{_name(fn)}({', '.join(parts)})"
+    return hashlib.sha256(text.encode()).hexdigest()[:24], text
+
+
+def _name(fn) -> str:
+    return f"{getattr(fn, '__module__', None) or '?'}.{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
+
+
+def sweep_path(fn, results_dir=None) -> Path:
+    """``<results_dir>/sweeps/<module>.<function>.json`` (default ``book/results``), e.g.
+    ``sweeps/mean_field_scaling.run_silu.json``."""
+    d = Path(results_dir) if results_dir is not None else default_results_dir()
+    return d / "sweeps" / f"{_name(fn).rsplit('.', 2)[-2]}.{_name(fn).rsplit('.', 1)[-1]}.json"
+
+
+def _keyed(obj):          # dictionaries with non-string keys, as lists of pairs (and back: _unkeyed)
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj):
+            return {k: _keyed(v) for k, v in obj.items()}
+        return {"__pairs__": [[k, _keyed(v)] for k, v in obj.items()]}
+    return [_keyed(v) for v in obj] if isinstance(obj, (list, tuple)) else obj
+
+
+def _unkeyed(obj):
+    if isinstance(obj, dict):
+        if set(obj) == {"__pairs__"}:
+            return {k: _unkeyed(v) for k, v in obj["__pairs__"]}
+        return {k: _unkeyed(v) for k, v in obj.items()}
+    return [_unkeyed(v) for v in obj] if isinstance(obj, list) else obj
+
+
+def _read_raw(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or not isinstance(doc.get("entries"), dict):
+            raise ValueError("it has no 'entries'")
+        for k, e in doc["entries"].items():
+            if not isinstance(e, dict) or not {"result", "seconds", "created"} <= set(e):
+                raise ValueError(f"entry {k} lacks its result, seconds or date")
+        return doc["entries"]
+    except ValueError as err:
+        raise ValueError(f"{path} is not a readable sweeps record ({err}); move it away, or record the chapter "
+                         "again with ITLIN_SWEEPS=record.") from None
+
+
+def read_entries(path) -> dict:
+    """The entries of a sweeps file, ``{key: entry}`` with the result decoded (``{}`` if there is no file).
+    A file that is not one raises a ValueError naming it, and is left as it is."""
+    path = Path(path)
+    out = {}
+    for k, e in _read_raw(path).items():
+        try:
+            out[k] = dict(e, result=_unkeyed(_decode(e["result"], f"{path.name}[{k}]")))
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{path} is not a readable sweeps record ({err}); move it away, or record the "
+                             "chapter again with ITLIN_SWEEPS=record.") from None
+    return out
+
+
+def recorded(fn, *args, keep=None, **kwargs):
+    """``fn(*args, **kwargs)``, read from ``book/results/sweeps/`` when recorded there from the same
+    arguments (module docstring; the mode is ``$ITLIN_SWEEPS``). Prints one line saying which. With
+    ``keep`` (a list of keys), only those entries of the returned dict, computed or read alike: for a
+    function whose result also holds things a file cannot (a trained state, a model).
+
+    Examples:
+      >>> import numpy as np, tempfile
+      >>> os.environ["ITLIN_RESULTS_DIR"] = d = tempfile.mkdtemp()
+      >>> os.environ["ITLIN_SWEEPS"] = "record"
+      >>> recorded(np.linspace, 0.0, 1.0, 3)                     # doctest: +ELLIPSIS
+      numpy.linspace: computed in 0.0 s and recorded in .../sweeps/numpy.linspace.json
+      array([0. , 0.5, 1. ])
+      >>> os.environ["ITLIN_SWEEPS"] = "use"
+      >>> recorded(np.linspace, 0.0, 1.0, 3)                     # doctest: +ELLIPSIS
+      numpy.linspace: read from .../sweeps/numpy.linspace.json (recorded on ... in 0.0 s; ITLIN_SWEEPS=off trains it here)
+      array([0. , 0.5, 1. ])
+      >>> del os.environ["ITLIN_RESULTS_DIR"], os.environ["ITLIN_SWEEPS"]
+    """
+    m = mode()
+    if keep is not None and (isinstance(keep, str) or not all(isinstance(k, str) for k in keep)):
+        raise TypeError(f"keep must be a list of the result's keys (strings), got {keep!r}.")
+    key, text = fingerprint(fn, *args, **kwargs)
+    if keep is not None:
+        key, text = fingerprint(fn, *args, **kwargs, **{" keep": list(keep)})
+    path, name = sweep_path(fn), _name(fn).replace("itlin_core.book.", "")
+    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("../..") else str(path)
+    if m == "use":
+        entry = read_entries(path).get(key)
+        if entry is not None:
+            print(f"{name}: read from {shown} (recorded on {entry['created'][:10]} in {entry['seconds']:.1f} s; "
+                  "ITLIN_SWEEPS=off trains it here)")
+            return entry["result"]
+    t0 = time.perf_counter()
+    result = fn(*args, **kwargs)
+    seconds = time.perf_counter() - t0
+    if keep is not None:
+        missing = [k for k in keep if k not in result]
+        if missing:
+            raise ValueError(f"keep names {missing}, which {_name(fn)} did not return (it returned {sorted(result)}).")
+        result = {k: result[k] for k in keep}
+    if m != "record":
+        print(f"{name}: computed here in {seconds:.1f} s" + (" (no recorded result with these settings)" if m == "use" else ""))
+        return result
+    entries = _read_raw(path) if str(path) in _STARTED else {}
+    entries[key] = {"function": _name(fn), "settings": text, "seconds": round(seconds, 1),
+                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                    "machine": {**device_description(), "processor": platform.processor() or platform.machine(),
+                                "cpus": os.cpu_count()},
+                    "versions": software_versions(), "result": _encode(_keyed(result), name)}
+    text = json.dumps({"format": 1, "entries": entries}, allow_nan=False, separators=(",", ":"))
+    write_bytes_atomically(path, text.encode("ascii"))
+    _STARTED.add(str(path))
+    print(f"{name}: computed in {seconds:.1f} s and recorded in {shown}")
+    return result
+
+
+def main(argv=None) -> int:
+    """``python -m itlin_core.book.sweeps CHAPTER ...``: execute each chapter notebook at the ``book``
+    preset with ``ITLIN_SWEEPS=record`` (one after the other, on this machine), which rewrites the
+    sweeps files its cells own."""
+    import argparse
+    import nbformat
+    from nbclient import NotebookClient
+    ap = argparse.ArgumentParser(prog="python -m itlin_core.book.sweeps", description=main.__doc__)
+    ap.add_argument("chapters", nargs="+", help="notebook names under book/, e.g. mean_field_scaling")
+    a = ap.parse_args(argv)
+    book = default_results_dir().parent
+    for ch in a.chapters:
+        nb_path = book / f"{ch}.ipynb"
+        if not nb_path.is_file():
+            raise SystemExit(f"chapter {ch!r}: no notebook {nb_path}.")
+        os.environ.update(ITLIN_SWEEPS="record", ITLIN_PRESET="book", ITLIN_PROGRESS="off", ITLIN_SLIDERS="static")
+        t0 = time.time()
+        nb = nbformat.read(nb_path, as_version=4)
+        NotebookClient(nb, timeout=7200, kernel_name="python3", resources={"metadata": {"path": str(book)}}).execute()
+        print(f"{ch}: executed at the book preset in {time.time() - t0:.0f} s; sweeps recorded.", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["MODES", "mode", "fingerprint", "sweep_path", "read_entries", "recorded"]
