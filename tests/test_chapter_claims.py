@@ -276,15 +276,16 @@ def test_the_rounding_allowed_on_a_gpu_still_catches_an_anchor_that_did_not_move
         image_records.check_record("fig8_sgd", rec, exact=False)
 
 
-def _digits_histories(sgd_best, adam1, solve_best, lam_best, solved):
-    """Minimal run_digits_sweep / run_digits_damping histories with the given best accuracies."""
+def _digits_histories(sgd_best, adam1, solve_best, lam_best, solved, at=-1):
+    """Minimal run_digits_sweep / run_digits_damping histories with the given accuracies at
+    evaluation ``at`` (the last by default: the final accuracies the verdicts use) and 0.1 elsewhere."""
     from itlin_core.book import digits_cnn
     cfg = digits_cnn.digits_config("smoke")
     evals = 3
     sgd = {"Ks": (1, None), "test_accuracy_network": np.tile([[0.1, 0.1]], (evals, 1))}
-    sgd["test_accuracy_network"][1, 0] = sgd_best
+    sgd["test_accuracy_network"][at, 0] = sgd_best
     acc = np.full((evals, 1 + len(cfg.dampings)), 0.1)
-    acc[1, 0], acc[1, 1:] = adam1, [solve_best] + list(lam_best)[1:]
+    acc[at, 0], acc[at, 1:] = adam1, [solve_best] + list(lam_best)[1:]
     damp = {"test_accuracy_network": acc, "dampings": np.asarray((0.0,) + tuple(cfg.dampings)),
             "solved": np.tile(np.asarray(solved, float), (len(cfg.dampings), 1))}
     return cfg, sgd, damp
@@ -303,6 +304,17 @@ def test_digits_damping_claims_judge_both_ways(case, want):
     table, rows = digits_cnn.damping_claims(cfg, sgd, damp)
     assert [r["verdict"] for r in rows] == want
     assert table.count("\n") == len(rows) + 1
+
+
+def test_digits_damping_claims_judge_the_final_accuracy_not_the_best():
+    """Figs. 8 and 9 plot accuracy over training: accuracies that reproduce every claim in the
+    middle of the runs, but end level, give "no" on every comparison row."""
+    from itlin_core.book import digits_cnn
+    case = dict(sgd_best=0.97, adam1=0.97, solve_best=0.80, lam_best=(0.80, 0.85, 0.90, 0.95, 0.97),
+                solved=(0.96, 1.0))
+    cfg, sgd, damp = _digits_histories(**case, at=1)
+    rows = digits_cnn.damping_claims(cfg, sgd, damp)[1]
+    assert [r["verdict"] for r in rows] == ["yes", "no", "no", "no"]
 
 
 def fast_family(data, inf_final):
