@@ -15,8 +15,9 @@ STAMP        := $(VENV)/.installed
 ITLIN_PRESET ?= book
 BUILD_DIR    := _build
 # Jupyter Book's execution cache (execute.execute_notebooks: cache). It is keyed on a
-# notebook's code only, so this Makefile wipes it whenever the preset, the itlin_core
-# sources, the recorded results or the pinned requirements change (see `book` below).
+# notebook's code only, so this Makefile wipes it whenever the preset, $ITLIN_SWEEPS (recorded
+# sweeps read back or trained: itlin_core.book.sweeps), the itlin_core sources, the recorded
+# results or the pinned requirements change (see `book` below).
 JCACHE       := $(BUILD_DIR)/.jupyter_cache
 CACHE_KEY    := $(BUILD_DIR)/.itlin_cache_key
 # Notebooks executed at once by `make book` (itlin_core.tools.execution fills the cache above
@@ -59,7 +60,7 @@ $(STAMP): requirements.txt pyproject.toml
 book: $(STAMP)
 	@case "$(SOLUTIONS)" in show|hide) ;; *) echo "SOLUTIONS must be show or hide, got '$(SOLUTIONS)'." >&2; exit 2;; esac
 	@mkdir -p $(BUILD_DIR)
-	@key=$$( { echo "preset=$(ITLIN_PRESET)"; cat requirements.txt; \
+	@key=$$( { echo "preset=$(ITLIN_PRESET) sweeps=$${ITLIN_SWEEPS:-use}"; cat requirements.txt; \
 	          find itlin_core book/results -type f \( -name '*.py' -o -name '*.json' \) 2>/dev/null \
 	            | LC_ALL=C sort | xargs -r sha256sum; } | sha256sum | cut -d' ' -f1 ); \
 	if [ -d $(JCACHE) ] && [ "$$key" != "$$(cat $(CACHE_KEY) 2>/dev/null)" ]; then \

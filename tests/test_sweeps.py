@@ -163,6 +163,35 @@ def test_the_book_records_match_the_chapters_settings():
         assert sweeps.fingerprint(fn, cfg)[0] in set(json.loads(path.read_text())["entries"]), path.name
 
 
+def _recorded_keys(fn):
+    from itlin_core.book import records
+    return set(json.loads(sweeps.sweep_path(fn, records.default_results_dir()).read_text())["entries"])
+
+
+def test_the_book_records_match_the_mean_field_and_digits_chapters():
+    """The calls of mean_field_gn's main sweep and of the digits chapter's two sweeps, built as the
+    notebooks build them at the book preset, are in the committed records: a changed setting or
+    data set fails here (record the chapter again: python -m itlin_core.book.sweeps CHAPTER)
+    instead of silently training during the book build."""
+    import jax
+    from itlin_core.book import digits_cnn, mean_field_gn
+    cfg = mean_field_gn.teacher_student_config("book")
+    with jax.enable_x64(True):
+        data = mean_field_gn.teacher_student_problem(cfg)
+    keys = _recorded_keys(mean_field_gn.run_teacher_student)
+    for method, lrs in (("gn", cfg.gn_lrs), ("gd", cfg.gd_lrs)):
+        T, L = np.meshgrid(cfg.tau0s, lrs, indexing="ij")
+        assert sweeps.fingerprint(mean_field_gn.run_teacher_student, cfg, method, T.ravel(), L.ravel(),
+                                  data=data)[0] in keys, method
+    dcfg = digits_cnn.digits_config("book")
+    ddata = digits_cnn.digits_data(dcfg)
+    assert sweeps.fingerprint(digits_cnn.run_digits_scaling, dcfg, data=ddata)[0] in \
+        _recorded_keys(digits_cnn.run_digits_scaling)
+    keep = ["eval_step", "dampings", "solved", "test_accuracy_network"]
+    assert sweeps.fingerprint(digits_cnn.run_digits_damping, dcfg, data=ddata, **{" keep": keep})[0] in \
+        _recorded_keys(digits_cnn.run_digits_damping)
+
+
 def test_keep_selects_the_same_entries_computed_or_read(where, monkeypatch):
     monkeypatch.setenv("ITLIN_SWEEPS", "record")
     live = sweeps.recorded(sweep, Cfg(3, 1.0), keep=["stopped", "nan"])

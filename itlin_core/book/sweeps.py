@@ -108,6 +108,17 @@ def fingerprint(fn, *args, **kwargs) -> tuple[str, str]:
     return hashlib.sha256(text.encode()).hexdigest()[:24], text
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (Linux's ``/proc/cpuinfo``), else what :mod:`platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _name(fn) -> str:
     return f"{getattr(fn, '__module__', None) or '?'}.{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
 
@@ -212,8 +223,7 @@ def recorded(fn, *args, keep=None, **kwargs):
     entries = _read_raw(path) if str(path) in _STARTED else {}
     entries[key] = {"function": _name(fn), "settings": text, "seconds": round(seconds, 1),
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                    "machine": {**device_description(), "processor": platform.processor() or platform.machine(),
-                                "cpus": os.cpu_count()},
+                    "machine": {**device_description(), "processor": _cpu_model(), "cpus": os.cpu_count()},
                     "versions": software_versions(), "result": _encode(_keyed(result), name)}
     text = json.dumps({"format": 1, "entries": entries}, allow_nan=False, separators=(",", ":"))
     write_bytes_atomically(path, text.encode("ascii"))
