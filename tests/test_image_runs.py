@@ -313,7 +313,10 @@ def test_lenet_features_are_the_networks_blocks():
         ic.lenet50_features(p, x, 3)
 
 
-@pytest.mark.parametrize("model,dataset", [("resnet18", "cifar10"), ("resnet18_bn", "cifar10"), ("lenet50", "mnist")])
+# LeNet-50 on MNIST here; the two ResNet-18s (with and without BatchNorm) train through the same
+# run_images in every run group of the resnet_mnist notebook at smoke, whose check cell asserts the
+# same mechanics (image_records.check_record: the proxy is the network at each anchor, no divergence).
+@pytest.mark.parametrize("model,dataset", [("lenet50", "mnist")])
 def test_other_models_and_data_train(model, dataset, cifar, mnist):
     data = cifar if dataset == "cifar10" else mnist
     c = cfg(model=model, dataset=dataset, Ks=(1, 2), steps=4, eval_every=2, lr=0.01, augment=model == "resnet18_bn",
