@@ -198,11 +198,10 @@ def recorded(fn, *args, keep=None, **kwargs):
     m = mode()
     if keep is not None and (isinstance(keep, str) or not all(isinstance(k, str) for k in keep)):
         raise TypeError(f"keep must be a list of the result's keys (strings), got {keep!r}.")
-    key, text = fingerprint(fn, *args, **kwargs)
-    if keep is not None:
-        key, text = fingerprint(fn, *args, **kwargs, **{" keep": list(keep)})
+    key, text = fingerprint(fn, *args, **kwargs, **({} if keep is None else {" keep": list(keep)}))
     path, name = sweep_path(fn), _name(fn).replace("itlin_core.book.", "")
-    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("../..") else str(path)
+    shown = os.path.relpath(path)
+    shown = str(path) if shown.startswith("../..") else shown
     if m == "use":
         entry = read_entries(path).get(key)
         if entry is not None:
@@ -225,8 +224,8 @@ def recorded(fn, *args, keep=None, **kwargs):
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     "machine": {**device_description(), "processor": _cpu_model(), "cpus": os.cpu_count()},
                     "versions": software_versions(), "result": _encode(_keyed(result), name)}
-    text = json.dumps({"format": 1, "entries": entries}, allow_nan=False, separators=(",", ":"))
-    write_bytes_atomically(path, text.encode("ascii"))
+    blob = json.dumps({"format": 1, "entries": entries}, allow_nan=False, separators=(",", ":"))
+    write_bytes_atomically(path, blob.encode("ascii"))
     _STARTED.add(str(path))
     print(f"{name}: computed in {seconds:.1f} s and recorded in {shown}")
     return result
