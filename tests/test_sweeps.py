@@ -34,6 +34,7 @@ def sweep(cfg, data=None, scale=1.0):
 @pytest.fixture
 def where(tmp_path, monkeypatch):
     monkeypatch.setenv("ITLIN_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("ITLIN_PRESET", "book")
     CALLS.clear()
     sweeps._STARTED.clear()
     return tmp_path
@@ -146,51 +147,53 @@ def test_fingerprint_tells_data_apart(values, i):
     assert sweeps.fingerprint(sweep, Cfg(1, 1.0), data={"x": other})[0] != key
 
 
-def test_the_book_records_match_the_chapters_settings():
+@pytest.mark.parametrize("preset", ["book", "smoke"])
+def test_the_book_records_match_the_chapters_settings(preset):
     """Each committed sweeps file holds results of its own function, and the mean_field_scaling
-    entries are the ones the chapter asks for at the book preset (its four sweeps take only cfg)."""
+    entries are the ones the chapter asks for at the preset (its four sweeps take only cfg)."""
     from itlin_core.book import mean_field_gn, mean_field_scaling, records
-    folder = records.default_results_dir() / "sweeps"
+    folder = records.default_results_dir() / "sweeps" / ("" if preset == "book" else preset)
     files = sorted(folder.glob("*.json"))
-    assert files, "book/results/sweeps holds the recorded sweeps of the mean-field chapters"
+    assert files, f"book/results/sweeps holds the recorded sweeps of the mean-field chapters at {preset}"
     for f in files:
         doc = json.loads(f.read_text())
         for e in doc["entries"].values():
-            assert e["function"].endswith(f.stem) and e["settings"].startswith(e["function"] + "(")
-    cfg = mean_field_gn.teacher_student_config("book")
+            assert e["function"].endswith(f.stem.split(".")[-1]) and e["settings"].startswith(e["function"] + "(")
+    cfg = mean_field_gn.teacher_student_config(preset)
     for fn in (mean_field_scaling.run_sample_size, mean_field_scaling.run_width, mean_field_scaling.run_silu,
                mean_field_scaling.run_relu_vs_silu):
-        path = sweeps.sweep_path(fn, records.default_results_dir())
+        path = sweeps.sweep_path(fn, records.default_results_dir(), preset=preset)
         assert sweeps.fingerprint(fn, cfg)[0] in set(json.loads(path.read_text())["entries"]), path.name
 
 
-def _recorded_keys(fn):
+def _recorded_keys(fn, preset="book"):
     from itlin_core.book import records
-    return set(json.loads(sweeps.sweep_path(fn, records.default_results_dir()).read_text())["entries"])
+    return set(json.loads(sweeps.sweep_path(fn, records.default_results_dir(), preset=preset).read_text())["entries"])
 
 
-def test_the_book_records_match_the_mean_field_and_digits_chapters():
+@pytest.mark.parametrize("preset", ["book", "smoke"])
+def test_the_book_records_match_the_mean_field_and_digits_chapters(preset):
     """The calls of mean_field_gn's main sweep and of the digits chapter's two sweeps, built as the
-    notebooks build them at the book preset, are in the committed records: a changed setting or
-    data set fails here (record the chapter again: python -m itlin_core.book.sweeps CHAPTER)
-    instead of silently training during the book build."""
+    notebooks build them at the preset, are in the committed records: a changed setting or data set
+    fails here (record the chapter again: python -m itlin_core.book.sweeps [--preset smoke] CHAPTER)
+    instead of silently training during the book build or make test."""
     import jax
     from itlin_core.book import digits_cnn, mean_field_gn
-    cfg = mean_field_gn.teacher_student_config("book")
+    cfg = mean_field_gn.teacher_student_config(preset)
     with jax.enable_x64(True):
         data = mean_field_gn.teacher_student_problem(cfg)
-    keys = _recorded_keys(mean_field_gn.run_teacher_student)
+    keys = _recorded_keys(mean_field_gn.run_teacher_student, preset)
     for method, lrs in (("gn", cfg.gn_lrs), ("gd", cfg.gd_lrs)):
         T, L = np.meshgrid(cfg.tau0s, lrs, indexing="ij")
         assert sweeps.fingerprint(mean_field_gn.run_teacher_student, cfg, method, T.ravel(), L.ravel(),
                                   data=data)[0] in keys, method
-    dcfg = digits_cnn.digits_config("book")
+    dcfg = digits_cnn.digits_config(preset)
     ddata = digits_cnn.digits_data(dcfg)
     assert sweeps.fingerprint(digits_cnn.run_digits_scaling, dcfg, data=ddata)[0] in \
-        _recorded_keys(digits_cnn.run_digits_scaling)
+        _recorded_keys(digits_cnn.run_digits_scaling, preset)
     keep = ["eval_step", "dampings", "solved", "test_accuracy_network"]
     assert sweeps.fingerprint(digits_cnn.run_digits_damping, dcfg, data=ddata, **{" keep": keep})[0] in \
-        _recorded_keys(digits_cnn.run_digits_damping)
+        _recorded_keys(digits_cnn.run_digits_damping, preset)
 
 
 def test_keep_selects_the_same_entries_computed_or_read(where, monkeypatch):
@@ -205,3 +208,57 @@ def test_keep_selects_the_same_entries_computed_or_read(where, monkeypatch):
         sweeps.recorded(sweep, Cfg(3, 1.0), keep=["state"])
     with pytest.raises(TypeError, match="keep must be a list of the result's keys"):
         sweeps.recorded(sweep, Cfg(3, 1.0), keep="stopped")
+
+
+def test_another_preset_and_an_owner_have_files_of_their_own(where, monkeypatch):
+    monkeypatch.setenv("ITLIN_SWEEPS", "record")
+    sweeps.recorded(sweep, Cfg(3, 1.0))
+    monkeypatch.setenv("ITLIN_PRESET", "smoke")
+    sweeps.recorded(sweep, Cfg(3, 1.0), owner="chapter_a")
+    assert (where / "sweeps" / "test_sweeps.sweep.json").is_file()
+    assert (where / "sweeps" / "smoke" / "chapter_a.sweep.json").is_file()
+    monkeypatch.setenv("ITLIN_SWEEPS", "use")
+    sweeps.recorded(sweep, Cfg(3, 1.0), owner="chapter_a")            # read
+    sweeps.recorded(sweep, Cfg(3, 1.0))                               # no smoke file of its module
+    assert len(CALLS) == 3
+    with pytest.raises(TypeError, match="owner must be a chapter's name"):
+        sweeps.recorded(sweep, Cfg(3, 1.0), owner="../elsewhere")
+
+
+def test_exact_results_are_read_only_in_the_same_environment(where, monkeypatch):
+    """An exact entry holds the environment: other XLA flags train again; the same flags in
+    another order, or a setting it depends on, count as what they are."""
+    monkeypatch.setenv("XLA_FLAGS", "--xla_a=1 --xla_b=2")
+    monkeypatch.setenv("ITLIN_SWEEPS", "record")
+    sweeps.recorded(sweep, Cfg(3, 1.0), exact=True, depends={"group": Cfg(9, 9.0)})
+    monkeypatch.setenv("ITLIN_SWEEPS", "use")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_b=2  --xla_a=1")
+    sweeps.recorded(sweep, Cfg(3, 1.0), exact=True, depends={"group": Cfg(9, 9.0)})
+    assert len(CALLS) == 1
+    monkeypatch.setenv("XLA_FLAGS", "--xla_a=1")
+    sweeps.recorded(sweep, Cfg(3, 1.0), exact=True, depends={"group": Cfg(9, 9.0)})
+    monkeypatch.setenv("XLA_FLAGS", "--xla_a=1 --xla_b=2")
+    sweeps.recorded(sweep, Cfg(3, 1.0), exact=True, depends={"group": Cfg(9, 8.0)})
+    assert len(CALLS) == 3
+    (entry,) = sweeps.read_entries(where / "sweeps" / "test_sweeps.sweep.json").values()
+    assert entry["environment"].endswith("XLA_FLAGS --xla_a=1 --xla_b=2") and entry["environment"] in entry["settings"]
+
+
+def test_the_smoke_records_are_the_chapters_smoke_runs_under_the_suites_flags():
+    """``make test`` reads the image chapters' run groups at ``smoke`` from book/results/sweeps/smoke:
+    each chapter's entry holds today's smoke groups and stand-in data, and was recorded on one core
+    with the test suite's XLA flags (execution.FAST_COMPILE_FLAGS), as make test runs it (record
+    again: python -m itlin_core.book.sweeps --preset smoke CHAPTER)."""
+    from itlin_core.book import image_chapters, image_runs, records
+    from itlin_core.tools import execution
+    flags = " ".join(sorted(set(execution.FAST_COMPILE_FLAGS.split())))
+    for chapter in image_chapters.CHAPTERS:
+        groups = image_chapters.run_groups(chapter, "smoke")
+        data = {d: image_runs.image_data(d, "smoke") for d in sorted({g.dataset for g in groups.values()})}
+        _, want = sweeps.fingerprint(image_chapters.run_chapter, chapter, "smoke", data=data,
+                                     **{" depends": groups, " environment": "ENV"})
+        path = sweeps.sweep_path(image_chapters.run_chapter, records.default_results_dir(), owner=chapter,
+                                 preset="smoke")
+        (entry,) = sweeps.read_entries(path).values()
+        assert entry["settings"].replace(repr(entry["environment"]), repr("ENV")) == want, chapter
+        assert entry["environment"].endswith(f"1 core(s), XLA_FLAGS {flags}"), entry["environment"]

@@ -4,12 +4,9 @@ image chapter notebook shows (the scale table, the source of its curves, the rou
 Each chapter module (``cifar_few_updates``, ``cifar_features``, ``cifar_damping``, ``resnet_mnist``) has
 ``runs(preset) -> {group name: ImageRunConfig}``, built from the shared settings of
 :mod:`itlin_core.book.image_settings` (this module imports the chapter modules; they never import it). Every number
-the papers give is used at the ``paper`` preset; where a setting is not in our copy of the papers (several learning
-rates were only in figure captions), the chapter module's comments say what we chose. The ``colab`` preset follows the
-rule Goldwaser and Ge use for their Fig. 11 (:func:`~itlin_core.book.image_settings.scaled`): multiplying the learning
-rate by ``c`` and dividing ``K`` and the number of steps by ``c`` keeps ``lr * K`` (how far one linearisation is
-trained) and ``lr * steps`` (the training time) fixed; it also trains on a subset where the figure allows. The
-``smoke`` preset runs the same code on tiny models and in-format stand-in data.
+the papers give is used at the ``paper`` preset; where a setting is not in our copy of the papers, the chapter
+module's comments say what we chose, and the smaller presets' learning rates are chosen from curvature measurements
+(the chapters explain how). The ``smoke`` preset runs the same code on tiny models and in-format stand-in data.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ from typing import Sequence
 
 import jax
 
-from . import cifar_damping, cifar_features, cifar_few_updates, estimates, resnet_mnist
+from . import cifar_damping, cifar_features, cifar_few_updates, estimates, resnet_mnist, sweeps
 from .common import get_preset
 from .image_records import format_setting, records_equal, summarise
 from .image_runs import ImageRunConfig, image_data, run_images
@@ -293,11 +290,9 @@ def chapter_results(chapter: str, preset: str | None = None):
     """``(results, source)`` for a chapter notebook: at ``book`` the recorded colab/paper result
     (``(None, None)`` when none is recorded); otherwise the chapter trained now
     (:func:`run_chapter`), and at ``colab``/``paper`` on real data also recorded
-    (:func:`~itlin_core.book.records.save_results`).
+    (:func:`~itlin_core.book.records.save_results`). At ``smoke`` it trains through :func:`~itlin_core.book.sweeps.recorded`.
 
     Examples:
-      At ``smoke`` it trains every group of the chapter (minutes); here it plots a record saved just before:
-
       >>> import os
       >>> from unittest import mock
       >>> with mock.patch.dict(os.environ, ITLIN_RESULTS_DIR=tempfile.mkdtemp()):
@@ -310,7 +305,12 @@ def chapter_results(chapter: str, preset: str | None = None):
     if preset == "book":
         record = load_results(chapter, RECORDED_PRESETS)
         return (None, None) if record is None else (record["data"], provenance(record))
-    results = run_chapter(chapter, preset)
+    if preset == "smoke":   # read back only where it would be the same bit for bit (exact)
+        groups = run_groups(chapter, preset)
+        data = {d: image_data(d, preset) for d in sorted({g.dataset for g in groups.values()})}
+        results = sweeps.recorded(run_chapter, chapter, preset, data=data, owner=chapter, depends=groups, exact=True)
+    else:
+        results = run_chapter(chapter, preset)
     if preset in RECORDED_PRESETS and not any(r["stand_in"] for r in results.values()):
         save_results(chapter, preset, results, seed=0)
     return results, provenance(results, preset)

@@ -23,7 +23,13 @@ The mode is the environment variable ``ITLIN_SWEEPS``:
 
 The recorded sweeps are made by executing the chapter at the ``book`` preset with
 ``ITLIN_SWEEPS=record`` (``python -m itlin_core.book.sweeps CHAPTER ...``), and committed as
-written. Each entry stores the function, the settings as text, the seconds it took, the machine,
+written. Results at another preset go to a folder of their own, ``sweeps/<preset>/``: the ``smoke``
+ones let ``make test`` read back its slowest cells, recorded with ``--preset smoke`` under the test
+suite's XLA flags on one core, as ``make test`` executes them. A cell whose check compares a result
+bit for bit with one computed beside it (an image chapter's run groups at ``smoke``) asks for
+``exact=True``: its fingerprint then also holds the :func:`environment` (jax and jaxlib, the
+platform and CPU, the cores and the XLA flags), so that on another machine or with other flags the
+function runs instead of being read. Each entry stores the function, the settings as text, the seconds it took, the machine,
 the software versions and the date, next to the result (the JSON format of
 :mod:`itlin_core.book.records`; a dictionary with non-string keys, such as ``{beta: run}``, is
 stored as a list of ``[key, value]`` pairs).
@@ -123,11 +129,36 @@ def _name(fn) -> str:
     return f"{getattr(fn, '__module__', None) or '?'}.{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
 
 
-def sweep_path(fn, results_dir=None) -> Path:
+def sweep_path(fn, results_dir=None, *, owner: str | None = None, preset: str = "book") -> Path:
     """``<results_dir>/sweeps/<module>.<function>.json`` (default ``book/results``), e.g.
-    ``sweeps/mean_field_scaling.run_silu.json``."""
+    ``sweeps/mean_field_scaling.run_silu.json``; ``owner`` (the chapter, where one function serves
+    several) replaces the module's name, and a preset other than ``book`` adds its folder.
+
+    Examples:
+      >>> from itlin_core.book import image_chapters
+      >>> sweep_path(image_chapters.run_chapter, "r", owner="resnet_mnist", preset="smoke").as_posix()
+      'r/sweeps/smoke/resnet_mnist.run_chapter.json'
+    """
     d = Path(results_dir) if results_dir is not None else default_results_dir()
-    return d / "sweeps" / f"{_name(fn).rsplit('.', 2)[-2]}.{_name(fn).rsplit('.', 1)[-1]}.json"
+    stem = f"{owner or _name(fn).rsplit('.', 2)[-2]}.{_name(fn).rsplit('.', 1)[-1]}"
+    return d / "sweeps" / ("" if preset == "book" else preset) / f"{stem}.json"
+
+
+def environment() -> str:
+    """What a result computed bit for bit depends on beyond its arguments: the jax and jaxlib
+    versions, the platform, the CPU model, the cores this process may use and ``$XLA_FLAGS`` (as a
+    set). The fingerprint of ``recorded(..., exact=True)`` holds it.
+
+    Examples:
+      >>> environment().startswith("jax ")
+      True
+    """
+    import jax
+    import jaxlib
+    flags = " ".join(sorted(set(os.environ.get("XLA_FLAGS", "").split()))) or "none"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, {jax.default_backend()} on {_cpu_model()}, "
+            f"{cores} core(s), XLA_FLAGS {flags}")
 
 
 def _keyed(obj):          # dictionaries with non-string keys, as lists of pairs (and back: _unkeyed)
@@ -176,30 +207,38 @@ def read_entries(path) -> dict:
     return out
 
 
-def recorded(fn, *args, keep=None, **kwargs):
+def recorded(fn, *args, keep=None, owner: str | None = None, depends=None, exact: bool = False, **kwargs):
     """``fn(*args, **kwargs)``, read from ``book/results/sweeps/`` when recorded there from the same
-    arguments (module docstring; the mode is ``$ITLIN_SWEEPS``). Prints one line saying which. With
-    ``keep`` (a list of keys), only those entries of the returned dict, computed or read alike: for a
-    function whose result also holds things a file cannot (a trained state, a model).
+    arguments (module docstring; the mode is ``$ITLIN_SWEEPS``, the folder follows ``$ITLIN_PRESET``).
+    Prints one line saying which. With ``keep`` (a list of keys), only those entries of the returned
+    dict, computed or read alike: for a function whose result also holds things a file cannot (a
+    trained state, a model). ``owner``: the chapter that owns the file (:func:`sweep_path`);
+    ``depends``: settings the result depends on that are not arguments (fingerprinted, not passed);
+    ``exact``: the fingerprint also holds the :func:`environment`.
 
     Examples:
       >>> import numpy as np, tempfile
       >>> os.environ["ITLIN_RESULTS_DIR"] = d = tempfile.mkdtemp()
       >>> os.environ["ITLIN_SWEEPS"] = "record"
       >>> recorded(np.linspace, 0.0, 1.0, 3)                     # doctest: +ELLIPSIS
-      numpy.linspace: computed in 0.0 s and recorded in .../sweeps/numpy.linspace.json
+      numpy.linspace: computed in 0.0 s and recorded in .../numpy.linspace.json
       array([0. , 0.5, 1. ])
       >>> os.environ["ITLIN_SWEEPS"] = "use"
       >>> recorded(np.linspace, 0.0, 1.0, 3)                     # doctest: +ELLIPSIS
-      numpy.linspace: read from .../sweeps/numpy.linspace.json (recorded on ... in 0.0 s; ITLIN_SWEEPS=off trains it here)
+      numpy.linspace: read from .../numpy.linspace.json (recorded on ... in 0.0 s; ITLIN_SWEEPS=off trains it here)
       array([0. , 0.5, 1. ])
       >>> del os.environ["ITLIN_RESULTS_DIR"], os.environ["ITLIN_SWEEPS"]
     """
+    from .common import get_preset
     m = mode()
     if keep is not None and (isinstance(keep, str) or not all(isinstance(k, str) for k in keep)):
         raise TypeError(f"keep must be a list of the result's keys (strings), got {keep!r}.")
-    key, text = fingerprint(fn, *args, **kwargs, **({} if keep is None else {" keep": list(keep)}))
-    path, name = sweep_path(fn), _name(fn).replace("itlin_core.book.", "")
+    if owner is not None and not (isinstance(owner, str) and owner.isidentifier()):
+        raise TypeError(f"owner must be a chapter's name (a word such as 'resnet_mnist'), got {owner!r}.")
+    extra = {" keep": None if keep is None else list(keep), " depends": depends,
+             " environment": environment() if exact else None}
+    key, text = fingerprint(fn, *args, **kwargs, **{k: v for k, v in extra.items() if v is not None})
+    path, name = sweep_path(fn, owner=owner, preset=get_preset()), _name(fn).replace("itlin_core.book.", "")
     shown = os.path.relpath(path)
     shown = str(path) if shown.startswith("../..") else shown
     if m == "use":
@@ -223,7 +262,8 @@ def recorded(fn, *args, keep=None, **kwargs):
     entries[key] = {"function": _name(fn), "settings": text, "seconds": round(seconds, 1),
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     "machine": {**device_description(), "processor": _cpu_model(), "cpus": os.cpu_count()},
-                    "versions": software_versions(), "result": _encode(_keyed(result), name)}
+                    "versions": software_versions(), "result": _encode(_keyed(result), name),
+                    **({"environment": environment()} if exact else {})}
     blob = json.dumps({"format": 1, "entries": entries}, allow_nan=False, separators=(",", ":"))
     write_bytes_atomically(path, blob.encode("ascii"))
     _STARTED.add(str(path))
@@ -232,25 +272,34 @@ def recorded(fn, *args, keep=None, **kwargs):
 
 
 def main(argv=None) -> int:
-    """``python -m itlin_core.book.sweeps CHAPTER ...``: execute each chapter notebook at the ``book``
-    preset with ``ITLIN_SWEEPS=record`` (one after the other, on this machine), which rewrites the
-    sweeps files its cells own."""
+    """``python -m itlin_core.book.sweeps [--preset smoke] CHAPTER ...``: execute each chapter notebook
+    at the preset (default ``book``) with ``ITLIN_SWEEPS=record``, one after the other on this
+    machine, which rewrites the sweeps files its cells own. At ``smoke`` it executes them as
+    ``make test`` does: on one core, with the test suite's XLA flags
+    (:func:`itlin_core.tools.execution.smoke_kernel_flags`) and one BLAS thread."""
     import argparse
     import nbformat
     from nbclient import NotebookClient
+    from ..tools import execution
     ap = argparse.ArgumentParser(prog="python -m itlin_core.book.sweeps", description=main.__doc__)
     ap.add_argument("chapters", nargs="+", help="notebook names under book/, e.g. mean_field_scaling")
+    ap.add_argument("--preset", choices=("book", "smoke"), default="book", help="the preset to record (default book)")
     a = ap.parse_args(argv)
     book = default_results_dir().parent
     for ch in a.chapters:
         nb_path = book / f"{ch}.ipynb"
         if not nb_path.is_file():
             raise SystemExit(f"chapter {ch!r}: no notebook {nb_path}.")
-        os.environ.update(ITLIN_SWEEPS="record", ITLIN_PRESET="book", ITLIN_PROGRESS="off", ITLIN_SLIDERS="static")
+        os.environ.update(ITLIN_SWEEPS="record", ITLIN_PRESET=a.preset, ITLIN_PROGRESS="off", ITLIN_SLIDERS="static")
+        if a.preset == "smoke":
+            os.environ.update(XLA_FLAGS=execution.smoke_kernel_flags(ch, execution.FAST_COMPILE_FLAGS),
+                              OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", JAX_PLATFORMS="cpu")
+            if hasattr(os, "sched_getaffinity"):
+                execution.pin_to({min(os.sched_getaffinity(0))})
         t0 = time.time()
         nb = nbformat.read(nb_path, as_version=4)
         NotebookClient(nb, timeout=7200, kernel_name="python3", resources={"metadata": {"path": str(book)}}).execute()
-        print(f"{ch}: executed at the book preset in {time.time() - t0:.0f} s; sweeps recorded.", file=sys.stderr)
+        print(f"{ch}: executed at the {a.preset} preset in {time.time() - t0:.0f} s; sweeps recorded.", file=sys.stderr)
     return 0
 
 
@@ -258,4 +307,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["MODES", "mode", "fingerprint", "sweep_path", "read_entries", "recorded"]
+__all__ = ["MODES", "mode", "fingerprint", "sweep_path", "environment", "read_entries", "recorded"]
