@@ -102,17 +102,6 @@ def test_the_build_waits_for_the_notebooks_nbval_is_running(tmp_path):
         execution.mark_notebook(tmp_path, "a", "finished")
 
 
-def test_failing_cell_fails_the_build(tmp_path):
-    nb = {"cells": [{"cell_type": "code", "execution_count": None, "id": "c0", "metadata": {}, "outputs": [],
-                     "source": "raise RuntimeError('this cell fails on purpose')"}],
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-          "nbformat": 4, "nbformat_minor": 5}
-    book = small_book(tmp_path, {"broken.ipynb": json.dumps(nb)})
-    result = build(book, tmp_path / "out")
-    assert result.returncode != 0, result.stdout[-2000:]
-    assert "this cell fails on purpose" in result.stdout + result.stderr
-
-
 def notebook(*sources, markdown=""):
     cells = ([{"cell_type": "markdown", "id": "m0", "metadata": {}, "source": markdown}] if markdown else []) + [
         {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": src}
@@ -127,7 +116,7 @@ def test_nbval_hands_the_executed_notebook_to_the_build(tmp_path, fails):
     """`make test`'s shortcut (conftest.py at the repository root): a notebook that nbval has run with
     $ITLIN_TEST_BOOK_DIR set is rendered from the build's cache, not executed again (the notebook
     counts its executions in a file), with its stream, displayed and glued outputs; a notebook
-    with a failing cell is not cached, so the build executes it itself and fails."""
+    with a failing cell is not cached, so the build executes it itself and fails with the cell's error."""
     count = "import pathlib\np = pathlib.Path('runs.txt')\np.write_text((p.read_text() if p.exists() else '') + 'x')"
     glue = "from myst_nb import glue\nglue('answer', 6 * 7)\nprint('printed ' + 'line')"
     last = "raise RuntimeError('fails on purpose')" if fails else "from IPython.display import HTML\nHTML('<b>shown</b>')"
@@ -145,8 +134,9 @@ def test_nbval_hands_the_executed_notebook_to_the_build(tmp_path, fails):
     assert {p.name for p in (out / "_notebooks").iterdir()} == {"expected-page", "done-page"}
     result = build(book, out)
     runs = (book / "book" / "runs.txt").read_text()
-    if fails:
+    if fails:   # the build executes it itself, fails, and says why
         assert runs == "xx" and result.returncode != 0, (runs, result.stdout[-2000:])
+        assert "fails on purpose" in result.stdout + result.stderr, result.stdout[-2000:]
         return
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert runs == "x", "the build executed the notebook again instead of rendering nbval's outputs"
