@@ -130,7 +130,7 @@ def test_algorithm_modules_import_only_rows_below_them():
 
 SHARED_BOOK = {"common", "records", "plotting", "widgets", "exercises", "exercises_features", "exercises_images",
                "exercises_explore",
-               "image_runs", "image_records", "image_chapters", "image_settings", "rules", "claims", "estimates"}
+               "image_runs", "image_records", "image_chapters", "image_settings", "rules", "claims", "estimates", "sweeps"}
 #: the image chapter modules, which image_chapters (their table, runner and recorder) imports
 IMAGE_CHAPTERS = {"cifar_few_updates", "cifar_features", "cifar_damping", "resnet_mnist"}
 

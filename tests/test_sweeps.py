@@ -175,7 +175,7 @@ def _recorded_keys(fn, preset="book"):
 def test_the_book_records_match_the_mean_field_and_digits_chapters(preset):
     """The calls of mean_field_gn's main sweep and of the digits chapter's two sweeps, built as the
     notebooks build them at the preset, are in the committed records: a changed setting or data set
-    fails here (record the chapter again: python -m itlin_core.book.sweeps [--preset smoke] CHAPTER)
+    fails here (record the chapter again: python -m itlin_core.tools.sweeps [--preset smoke] CHAPTER)
     instead of silently training during the book build or make test."""
     import jax
     from itlin_core.book import digits_cnn, mean_field_gn
@@ -248,7 +248,7 @@ def test_the_smoke_records_are_the_chapters_smoke_runs_under_the_suites_flags():
     """``make test`` reads the image chapters' run groups at ``smoke`` from book/results/sweeps/smoke:
     each chapter's entry holds today's smoke groups and stand-in data, and was recorded on one core
     with the test suite's XLA flags (execution.FAST_COMPILE_FLAGS), as make test runs it (record
-    again: python -m itlin_core.book.sweeps --preset smoke CHAPTER)."""
+    again: python -m itlin_core.tools.sweeps --preset smoke CHAPTER)."""
     from itlin_core.book import image_chapters, image_runs, records
     from itlin_core.tools import execution
     flags = " ".join(sorted(set(execution.FAST_COMPILE_FLAGS.split())))
@@ -262,3 +262,9 @@ def test_the_smoke_records_are_the_chapters_smoke_runs_under_the_suites_flags():
         (entry,) = sweeps.read_entries(path).values()
         assert entry["settings"].replace(repr(entry["environment"]), repr("ENV")) == want, chapter
         assert entry["environment"].endswith(f"1 core(s), XLA_FLAGS {flags}"), entry["environment"]
+
+
+def test_the_record_command_names_a_missing_chapter(capsys):
+    from itlin_core.tools import sweeps as command
+    assert command.main(["no_such_chapter"]) == 2
+    assert "no notebook" in capsys.readouterr().err

@@ -22,7 +22,7 @@ The mode is the environment variable ``ITLIN_SWEEPS``:
   function is called from one chapter, so one notebook owns each file.
 
 The recorded sweeps are made by executing the chapter at the ``book`` preset with
-``ITLIN_SWEEPS=record`` (``python -m itlin_core.book.sweeps CHAPTER ...``), and committed as
+``ITLIN_SWEEPS=record`` (``python -m itlin_core.tools.sweeps CHAPTER ...``), and committed as
 written. Results at another preset go to a folder of their own, ``sweeps/<preset>/``: the ``smoke``
 ones let ``make test`` read back its slowest cells, recorded with ``--preset smoke`` under the test
 suite's XLA flags on one core, as ``make test`` executes them. A cell whose check compares a result
@@ -43,7 +43,6 @@ import hashlib
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
@@ -269,42 +268,6 @@ def recorded(fn, *args, keep=None, owner: str | None = None, depends=None, exact
     _STARTED.add(str(path))
     print(f"{name}: computed in {seconds:.1f} s and recorded in {shown}")
     return result
-
-
-def main(argv=None) -> int:
-    """``python -m itlin_core.book.sweeps [--preset smoke] CHAPTER ...``: execute each chapter notebook
-    at the preset (default ``book``) with ``ITLIN_SWEEPS=record``, one after the other on this
-    machine, which rewrites the sweeps files its cells own. At ``smoke`` it executes them as
-    ``make test`` does: on one core, with the test suite's XLA flags
-    (:func:`itlin_core.tools.execution.smoke_kernel_flags`) and one BLAS thread."""
-    import argparse
-    import nbformat
-    from nbclient import NotebookClient
-    from ..tools import execution
-    ap = argparse.ArgumentParser(prog="python -m itlin_core.book.sweeps", description=main.__doc__)
-    ap.add_argument("chapters", nargs="+", help="notebook names under book/, e.g. mean_field_scaling")
-    ap.add_argument("--preset", choices=("book", "smoke"), default="book", help="the preset to record (default book)")
-    a = ap.parse_args(argv)
-    book = default_results_dir().parent
-    for ch in a.chapters:
-        nb_path = book / f"{ch}.ipynb"
-        if not nb_path.is_file():
-            raise SystemExit(f"chapter {ch!r}: no notebook {nb_path}.")
-        os.environ.update(ITLIN_SWEEPS="record", ITLIN_PRESET=a.preset, ITLIN_PROGRESS="off", ITLIN_SLIDERS="static")
-        if a.preset == "smoke":
-            os.environ.update(XLA_FLAGS=execution.smoke_kernel_flags(ch, execution.FAST_COMPILE_FLAGS),
-                              OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", JAX_PLATFORMS="cpu")
-            if hasattr(os, "sched_getaffinity"):
-                execution.pin_to({min(os.sched_getaffinity(0))})
-        t0 = time.time()
-        nb = nbformat.read(nb_path, as_version=4)
-        NotebookClient(nb, timeout=7200, kernel_name="python3", resources={"metadata": {"path": str(book)}}).execute()
-        print(f"{ch}: executed at the {a.preset} preset in {time.time() - t0:.0f} s; sweeps recorded.", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 __all__ = ["MODES", "mode", "fingerprint", "sweep_path", "environment", "read_entries", "recorded"]
