@@ -318,17 +318,13 @@ def fig11_same_order(results) -> bool | None:
     return order(2) == order(3)
 
 
-#: Two runs of the rules group count as tied when their best test accuracies differ by less than
-#: this many test images.
-RULES_TIE_IMAGES = 3
-
-
 def refresh_rules_at_equal_updates(results):
     """Beyond the paper: the ``fig3_rules`` group's best test accuracy (optimal early stopping)
     against the feature updates each run used, fixed periods against geometric periods and
     drift-triggered refreshes; prints the table and returns the comparison at equal numbers of
     updates (:func:`itlin_core.book.rules.compare_at_equal_updates`), or ``None`` without a
-    recorded group."""
+    recorded group. A rule is better or behind only by more than the record's :func:`~itlin_core.book.claims.tolerance`
+    (a point, or twice the binomial noise of one accuracy), as in the claims table."""
     if results is None or "fig3_rules" not in results:
         print("The refresh-rule group is not shown: no recorded result.")
         return None
@@ -344,7 +340,8 @@ def refresh_rules_at_equal_updates(results):
     fig.tight_layout()
     plt.show()
     rows = compare_at_equal_updates(dict(hist, best_test_accuracy=best[None]),
-                                    SimpleNamespace(tie_images=RULES_TIE_IMAGES), "best_test_accuracy")
+                                    SimpleNamespace(tie_images=tolerance(rec) * rec["n_eval"]),
+                                    "best_test_accuracy")
     by_label = {r["label"]: r for r in rows}
     print(f"{'rule':>20} {'updates':>8} {'best test acc. (%)':>19} {'fixed K, same updates':>22}  verdict")
     for i, label in enumerate(rec["labels"]):
@@ -397,4 +394,4 @@ def stability_of_each_linearisation(results, source, group: str = "fig3"):
     labels = lambda runs: [label for _, label in runs]
     return {"crossed": labels(out["crossed"]), "diverged": labels(out["diverged"]), "largest": out["largest"]}
 
-__all__ = ["HAS_LAPTOP", "LAPTOP", "PLATEAU_TIME", "runs", "claims", "claims_markdown", "accuracy_k1_against_a_huge_k", "accuracy_against_k", "full_batch_against_minibatch", "fig11_pairs", "fig11_same_order", "RULES_TIE_IMAGES", "refresh_rules_at_equal_updates", "stability_of_each_linearisation"]
+__all__ = ["HAS_LAPTOP", "LAPTOP", "PLATEAU_TIME", "runs", "claims", "claims_markdown", "accuracy_k1_against_a_huge_k", "accuracy_against_k", "full_batch_against_minibatch", "fig11_pairs", "fig11_same_order", "refresh_rules_at_equal_updates", "stability_of_each_linearisation"]
