@@ -200,21 +200,47 @@ def test_execute_into_cache_refuses_a_bad_number_of_jobs(tmp_path, jobs):
         execution.execute_into_cache(tmp_path, tmp_path / "cache", jobs=jobs)
 
 
+EXERCISE_PAGE = json.dumps({
+    "cells": [{"cell_type": "markdown", "metadata": {}, "source": "# Chapter\n\n```{exercise} Do it\n:label: ex-t-1\n"
+               "Compute.\n```\n\n```{solution-start} ex-t-1\n:class: dropdown\n```\nThe SOLUTION_TEXT is"},
+              {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": "print('SOLUTION_CODE')"},
+              {"cell_type": "markdown", "metadata": {}, "source": "```{solution-end}\n```\n\nAFTER_TEXT"},
+              {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": "print('AFTER_CODE')"}],
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    "nbformat": 4, "nbformat_minor": 5})
+#: the Colab-like check's status file that the GPU page's directive renders (a made-up one)
+NEWEST_STATUS = {"format": 1, "created": "2026-11-27T18:00:00+00:00", "preset": "smoke",
+                 "versions": {"python": "3.11.7", "jax": "9.8.7", "jaxlib": "9.8.7", "optax": "0.2.8", "numpy": "2.4.6",
+                              "matplotlib": "3.11.2", "itlin_core": "0.1.0"},
+                 "chapters": [{"chapter": "page", "passed": False, "seconds": 3.0, "error": "ValueError: broken"}]}
+
+
+def strict_small_book(root, hide: bool, with_gpu_page: bool):
+    """A small book with the exercise page (and the GPU page's two directives), built with -W at
+    ITLIN_HIDE_SOLUTIONS=hide: ``(result, html folder of its pages)``."""
+    pages = {"exercise.ipynb": EXERCISE_PAGE}
+    if with_gpu_page:
+        pages["page.md"] = "# Page\n\n```{itlin-measured-costs} colab\n```\n\n```{itlin-newest-check}\n```\n"
+    book = small_book(root, pages)
+    (book / "book" / "results").mkdir()
+    (book / "book" / "results" / "newest.json").write_text(json.dumps(NEWEST_STATUS))
+    result = build(book, root / "out", *STRICT, env={"ITLIN_HIDE_SOLUTIONS": "1" if hide else "0"})
+    return result, root / "out" / "_build" / "html" / "book"
+
+
+@pytest.fixture(scope="module")
+def shown_book(tmp_path_factory):
+    """One strict build for two tests: solutions shown, and the GPU page's tables."""
+    return strict_small_book(tmp_path_factory.mktemp("shown"), hide=False, with_gpu_page=True)
+
+
 @pytest.mark.parametrize("hide", [False, True])
-def test_solutions_can_be_hidden_for_a_class(tmp_path, hide):
+def test_solutions_can_be_hidden_for_a_class(tmp_path, hide, request):
     """ITLIN_HIDE_SOLUTIONS=1 (make book SOLUTIONS=hide) removes every solution from the page,
     the code cells of a gated solution included, and keeps the exercise and everything after."""
-    cells = [{"cell_type": "markdown", "metadata": {}, "source": "# Chapter\n\n```{exercise} Do it\n:label: ex-t-1\n"
-              "Compute.\n```\n\n```{solution-start} ex-t-1\n:class: dropdown\n```\nThe SOLUTION_TEXT is"},
-             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": "print('SOLUTION_CODE')"},
-             {"cell_type": "markdown", "metadata": {}, "source": "```{solution-end}\n```\n\nAFTER_TEXT"},
-             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": "print('AFTER_CODE')"}]
-    nb = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-          "nbformat": 4, "nbformat_minor": 5}
-    book = small_book(tmp_path, {"page.ipynb": json.dumps(nb)})
-    result = build(book, tmp_path / "out", *STRICT, env={"ITLIN_HIDE_SOLUTIONS": "1" if hide else "0"})
+    result, html = request.getfixturevalue("shown_book") if not hide else strict_small_book(tmp_path, True, False)
     assert result.returncode == 0 and not sphinx_warnings(result), (result.stdout + result.stderr)[-3000:]
-    page = (tmp_path / "out" / "_build" / "html" / "book" / "page.html").read_text()
+    page = (html / "exercise.html").read_text()
     for text in ["SOLUTION_TEXT", "SOLUTION_CODE"]:
         assert (text in page) != hide, f"{text} {'shown' if hide else 'missing'} with hide={hide}"
     assert "AFTER_TEXT" in page and "AFTER_CODE" in page and "Compute." in page
@@ -560,24 +586,16 @@ def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
             assert not errors, f"{page}: JavaScript errors in the browser console:\n" + "\n".join(errors)
 
 
-def test_the_gpu_page_tables_are_computed_from_the_records(tmp_path):
+def test_the_gpu_page_tables_are_computed_from_the_records(shown_book):
     """``{itlin-measured-costs}`` renders the measured costs from the committed records: every
     image chapter is either in the table (with its GPU named) or listed as not recorded; and
     ``{itlin-newest-check}`` renders the Colab-like check's status file as a table."""
     from itlin_core.book import image_chapters
     from itlin_core.tools import costs
 
-    book = small_book(tmp_path, {"page.md": "# Page\n\n```{itlin-measured-costs} colab\n```\n\n"
-                                            "```{itlin-newest-check}\n```\n"})
-    (book / "book" / "results").mkdir()
-    (book / "book" / "results" / "newest.json").write_text(json.dumps({
-        "format": 1, "created": "2026-11-27T18:00:00+00:00", "preset": "smoke",
-        "versions": {"python": "3.11.7", "jax": "9.8.7", "jaxlib": "9.8.7", "optax": "0.2.8", "numpy": "2.4.6",
-                     "matplotlib": "3.11.2", "itlin_core": "0.1.0"},
-        "chapters": [{"chapter": "page", "passed": False, "seconds": 3.0, "error": "ValueError: broken"}]}))
-    result = build(book, tmp_path / "out", *STRICT)
+    result, pages = shown_book
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    html = (tmp_path / "out" / "_build" / "html" / "book" / "page.html").read_text()
+    html = (pages / "page.html").read_text()
     assert "0 of 1 chapters ran" in html and "jax 9.8.7" in html and "no: ValueError: broken" in html
     rows, sources = costs.group_costs("colab")
     for chapter in image_chapters.CHAPTERS:
