@@ -196,6 +196,21 @@ def test_the_book_records_match_the_mean_field_and_digits_chapters(preset):
         _recorded_keys(digits_cnn.run_digits_damping, preset)
 
 
+@pytest.mark.parametrize("preset", ["book", "smoke"])
+def test_the_records_match_the_refresh_rules_sweep(preset):
+    """refresh_rules' sweep of every rule on the digits problem, with the keys its cell keeps, is
+    in the committed records at both presets."""
+    import nbformat
+    from itlin_core.book import digits_cnn, records, refresh_rules
+    src = next(c.source for c in nbformat.read(records.default_results_dir().parent / "refresh_rules.ipynb", 4).cells
+               if c.cell_type == "code" and "KEEP = [" in c.source)
+    keep = eval(src.split("KEEP = ", 1)[1].split("]", 1)[0] + "]")
+    dcfg = digits_cnn.digits_config(preset)
+    key = sweeps.fingerprint(refresh_rules.run_refresh, refresh_rules.refresh_config(preset),
+                             data=digits_cnn.digits_data(dcfg), digits=dcfg, **{" keep": keep})[0]
+    assert key in _recorded_keys(refresh_rules.run_refresh, preset)
+
+
 def test_keep_selects_the_same_entries_computed_or_read(where, monkeypatch):
     monkeypatch.setenv("ITLIN_SWEEPS", "record")
     live = sweeps.recorded(sweep, Cfg(3, 1.0), keep=["stopped", "nan"])

@@ -198,7 +198,13 @@ def run_small_problem(problem: dict, cfg: SmallRefreshConfig, progress=None) -> 
 
 
 def rules_of(cfg: RefreshConfig) -> dict:
-    """``{family: [(label, rule), ...]}`` for the families ``fixed``, ``geometric``, ``drift``."""
+    """``{family: [(label, rule), ...]}`` for the families ``fixed``, ``geometric``, ``drift``.
+
+    Examples:
+      >>> cfg = dataclasses.replace(refresh_config("smoke"), fixed=(1, None), geometric=(10,), ratio=2.0, tols=(0.1,))
+      >>> {family: [label for label, _ in rules] for family, rules in rules_of(cfg).items()}
+      {'fixed': ['K=1', 'K=∞'], 'geometric': ['geometric(10, 2)'], 'drift': ['on_drift(0.1)']}
+    """
     fixed = [("K=∞" if K is None else f"K={K}", ic.every(K)) for K in cfg.fixed]
     geo = [(f"geometric({K0}, {cfg.ratio:g})", ic.geometric(K0, cfg.ratio)) for K0 in cfg.geometric]
     drift = [(f"on_drift({tol:g})", ic.on_drift(tol)) for tol in cfg.tols]
@@ -220,8 +226,10 @@ def run_refresh(cfg: RefreshConfig, progress=None, data: dict | None = None, dig
 
     Returns the :func:`itlin_core.train` history (arrays ``(evals, runs)``): ``test_accuracy_proxy``
     (the model being trained), ``test_accuracy_network``, ``updates`` (linearisations used by the
-    steps before the evaluation), ``drift`` and ``ntk`` (``(evals, runs, n, n)``), plus ``labels``,
-    ``families`` (one per run), ``rules``, the final ``state`` and ``n_params``.
+    steps before the evaluation), ``drift``, ``kernel_from_init`` and ``kernel_per_interval`` (how far
+    each run's empirical NTK on ``kernel_examples`` test images moved: :func:`kernel_movement` of its
+    kernels, which are not kept), plus ``labels``, ``families`` (one per run), ``rules``, the final
+    ``state`` and ``n_params``.
 
     Examples:
       Two rules, 2 steps of a tiny CNN on random stand-in images (the chapter: ``run_refresh(cfg)``):
@@ -232,8 +240,8 @@ def run_refresh(cfg: RefreshConfig, progress=None, data: dict | None = None, dig
       >>> cfg = dataclasses.replace(refresh_config("smoke"), steps=2, eval_every=2, fixed=(1,), geometric=(),
       ...                           tols=(0.1,), kernel_examples=4)
       >>> h = run_refresh(cfg, progress="off", data=data, digits=digits)
-      >>> h["labels"], h["ntk"].shape, int(h["updates"][-1, 0]), h["n_test"]
-      (['K=1', 'on_drift(0.1)'], (2, 2, 4, 4), 2, 8)
+      >>> h["labels"], h["kernel_from_init"].shape, int(h["updates"][-1, 0]), h["n_test"]
+      (['K=1', 'on_drift(0.1)'], (2, 2), 2, 8)
     """
     dcfg = digits_config() if digits is None else digits
     data = digits_data(dcfg) if data is None else data
@@ -259,6 +267,8 @@ def run_refresh(cfg: RefreshConfig, progress=None, data: dict | None = None, dig
     states, hist = ic.train(step, ic.replicate(ic.init_il_state(params0, opt), len(runs)), batches, cfg.steps,
                             evaluate=ic.Evaluation(jax.vmap(eval_fn), every=cfg.eval_every),
                             progress=ic.Progress(progress, f"digits: {len(runs)} relinearisation rules"))
+    moves = [kernel_movement(k) for k in np.moveaxis(np.asarray(hist.pop("ntk")), 1, 0)]   # run by run
+    hist.update({f"kernel_{k}": np.stack([m[k] for m in moves], axis=1) for k in ("from_init", "per_interval")})
     hist.update(labels=[label for _, label, _ in runs], families=[fam for fam, _, _ in runs], rules=rules,
                 state=states, n_params=ic.count_params(params0), n_test=int(len(yte)))
     return hist
