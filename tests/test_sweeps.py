@@ -1,6 +1,7 @@
 """Recorded sweeps (itlin_core.book.sweeps): a recorded result is read back only for the same
 function, settings and data, read back exactly, and a damaged file is an error that keeps it."""
 
+import ast
 import dataclasses
 import json
 
@@ -151,14 +152,17 @@ def test_fingerprint_tells_data_apart(values, i):
 def test_the_book_records_match_the_chapters_settings(preset):
     """Each committed sweeps file holds results of its own function, and the mean_field_scaling
     entries are the ones the chapter asks for at the preset (its four sweeps take only cfg)."""
-    from itlin_core.book import mean_field_gn, mean_field_scaling, records
+    from itlin_core.book import image_chapters, mean_field_gn, mean_field_scaling, records
     folder = records.default_results_dir() / "sweeps" / ("" if preset == "book" else preset)
     files = sorted(folder.glob("*.json"))
     assert files, f"book/results/sweeps holds the recorded sweeps of the mean-field chapters at {preset}"
     for f in files:
         doc = json.loads(f.read_text())
         for e in doc["entries"].values():
-            assert e["function"].endswith(f.stem.split(".")[-1]) and e["settings"].startswith(e["function"] + "(")
+            owner, function = f.stem.rsplit(".", 1)     # <module or owning chapter>.<function>
+            assert e["function"].rsplit(".", 1)[1] == function, (f.name, e["function"])
+            assert owner in (e["function"].rsplit(".", 2)[-2], *image_chapters.CHAPTERS), f.name
+            assert e["settings"].startswith(e["function"] + "(")
     cfg = mean_field_gn.teacher_student_config(preset)
     for fn in (mean_field_scaling.run_sample_size, mean_field_scaling.run_width, mean_field_scaling.run_silu,
                mean_field_scaling.run_relu_vs_silu):
@@ -204,7 +208,7 @@ def test_the_records_match_the_refresh_rules_sweep(preset):
     from itlin_core.book import digits_cnn, records, refresh_rules
     src = next(c.source for c in nbformat.read(records.default_results_dir().parent / "refresh_rules.ipynb", 4).cells
                if c.cell_type == "code" and "KEEP = [" in c.source)
-    keep = eval(src.split("KEEP = ", 1)[1].split("]", 1)[0] + "]")
+    keep = ast.literal_eval(src.split("KEEP = ", 1)[1].split("]", 1)[0] + "]")
     dcfg = digits_cnn.digits_config(preset)
     key = sweeps.fingerprint(refresh_rules.run_refresh, refresh_rules.refresh_config(preset),
                              data=digits_cnn.digits_data(dcfg), digits=dcfg, **{" keep": keep})[0]
@@ -250,11 +254,19 @@ def test_exact_results_are_read_only_in_the_same_environment(where, monkeypatch)
     monkeypatch.setenv("XLA_FLAGS", "--xla_b=2  --xla_a=1")
     sweeps.recorded(sweep, Cfg(3, 1.0), exact=True, depends={"group": Cfg(9, 9.0)})
     assert len(CALLS) == 1
+    monkeypatch.setenv("XLA_FLAGS", "--xla_a=1 --xla_b=2 --xla_a=3")            # the last value counts
+    sweeps.recorded(sweep, Cfg(3, 1.0), exact=True, depends={"group": Cfg(9, 9.0)})
+    assert len(CALLS) == 2
+    monkeypatch.setenv("XLA_FLAGS", "--xla_a=3 --xla_b=2 --xla_a=1")
+    sweeps.recorded(sweep, Cfg(3, 1.0), exact=True, depends={"group": Cfg(9, 9.0)})
+    assert len(CALLS) == 2
+    with pytest.raises(TypeError, match="exact must be True or False"):
+        sweeps.recorded(sweep, Cfg(3, 1.0), exact="yes")
     monkeypatch.setenv("XLA_FLAGS", "--xla_a=1")
     sweeps.recorded(sweep, Cfg(3, 1.0), exact=True, depends={"group": Cfg(9, 9.0)})
     monkeypatch.setenv("XLA_FLAGS", "--xla_a=1 --xla_b=2")
     sweeps.recorded(sweep, Cfg(3, 1.0), exact=True, depends={"group": Cfg(9, 8.0)})
-    assert len(CALLS) == 3
+    assert len(CALLS) == 4
     (entry,) = sweeps.read_entries(where / "sweeps" / "test_sweeps.sweep.json").values()
     assert entry["environment"].endswith("XLA_FLAGS --xla_a=1 --xla_b=2") and entry["environment"] in entry["settings"]
 
@@ -264,10 +276,13 @@ def test_the_smoke_records_are_the_chapters_smoke_runs_under_the_suites_flags():
     each chapter's entry holds today's smoke groups and stand-in data, and was recorded on one core
     with the test suite's XLA flags (execution.FAST_COMPILE_FLAGS), as make test runs it (record
     again: python -m itlin_core.tools.sweeps --preset smoke CHAPTER)."""
+    import jax
+    import jaxlib
     from itlin_core.book import image_chapters, image_runs, records
     from itlin_core.tools import execution
-    flags = " ".join(sorted(set(execution.FAST_COMPILE_FLAGS.split())))
     for chapter in image_chapters.CHAPTERS:
+        flags = execution.smoke_kernel_flags(chapter, execution.FAST_COMPILE_FLAGS).split()
+        flags = " ".join(sorted(flags, key=lambda f: f.split("=", 1)[0]))
         groups = image_chapters.run_groups(chapter, "smoke")
         data = {d: image_runs.image_data(d, "smoke") for d in sorted({g.dataset for g in groups.values()})}
         _, want = sweeps.fingerprint(image_chapters.run_chapter, chapter, "smoke", data=data,
@@ -277,6 +292,8 @@ def test_the_smoke_records_are_the_chapters_smoke_runs_under_the_suites_flags():
         (entry,) = sweeps.read_entries(path).values()
         assert entry["settings"].replace(repr(entry["environment"]), repr("ENV")) == want, chapter
         assert entry["environment"].endswith(f"1 core(s), XLA_FLAGS {flags}"), entry["environment"]
+        # recorded with the pinned jax (requirements.txt): otherwise make test would train them all
+        assert entry["environment"].startswith(f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, "), chapter
 
 
 def test_the_record_command_names_a_missing_chapter(capsys):

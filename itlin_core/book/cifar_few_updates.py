@@ -323,7 +323,7 @@ def refresh_rules_at_equal_updates(results):
     against the feature updates each run used, fixed periods against geometric periods and
     drift-triggered refreshes; prints the table and returns the comparison at equal numbers of
     updates (:func:`itlin_core.book.rules.compare_at_equal_updates`), or ``None`` without a
-    recorded group. A rule is better or behind only by more than the record's :func:`~itlin_core.book.claims.tolerance`
+    recorded group. A rule is better or behind only by at least the record's :func:`~itlin_core.book.claims.tolerance`
     (a point, or twice the binomial noise of one accuracy), as in the claims table."""
     if results is None or "fig3_rules" not in results:
         print("The refresh-rule group is not shown: no recorded result.")

@@ -308,7 +308,8 @@ def chapter_results(chapter: str, preset: str | None = None):
     if preset == "smoke":   # read back only where it would be the same bit for bit (exact)
         groups = run_groups(chapter, preset)
         data = {d: image_data(d, preset) for d in sorted({g.dataset for g in groups.values()})}
-        results = sweeps.recorded(run_chapter, chapter, preset, data=data, owner=chapter, depends=groups, exact=True)
+        results = sweeps.recorded(run_chapter, chapter, preset, data=data, owner=chapter, depends=groups,
+                                  exact=True, preset=preset)
     else:
         results = run_chapter(chapter, preset)
     if preset in RECORDED_PRESETS and not any(r["stand_in"] for r in results.values()):

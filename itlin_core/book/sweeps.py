@@ -1,7 +1,7 @@
 r"""Recorded sweeps: the slowest cells of the CPU chapters, read back instead of retrained.
 
-A few cells of the mean-field chapters train dozens of networks for thousands of steps each
-(minutes on one CPU core). So that the whole book builds within minutes on a 2-core machine,
+A few cells of the CPU chapters (mean-field, digits, refresh rules) train dozens of networks for
+thousands of steps each (minutes on one CPU core). So that the whole book builds within minutes on a 2-core machine,
 such a cell calls its sweep through :func:`recorded`::
 
     res = sweeps.recorded(mean_field_scaling.run_sample_size, cfg)
@@ -19,7 +19,8 @@ The mode is the environment variable ``ITLIN_SWEEPS``:
 * ``off``: always compute, never read (a reader who wants to see the training happen);
 * ``record``: compute, and write the result to the function's file (atomically). The first write
   to a file in a process starts it anew, so a recording run leaves no stale entries behind; one
-  function is called from one chapter, so one notebook owns each file.
+  function is called from one chapter, so one notebook owns each file (a function that serves
+  several chapters, as ``image_chapters.run_chapter`` does, is filed per chapter with ``owner=``).
 
 The recorded sweeps are made by executing the chapter at the ``book`` preset with
 ``ITLIN_SWEEPS=record`` (``python -m itlin_core.tools.sweeps CHAPTER ...``), and committed as
@@ -108,7 +109,7 @@ def fingerprint(fn, *args, **kwargs) -> tuple[str, str]:
     if not callable(fn):
         raise TypeError(f"fn must be the sweep function to call, got a {type(fn).__name__}.")
     parts = [_token(a, f"argument {i + 1}") for i, a in enumerate(args)]
-    parts += [f"{k}={_token(v, f'argument {k!r}')}" for k, v in sorted(kwargs.items())]
+    parts += [f"{k}={_token(v, f'argument {k.strip()!r}')}" for k, v in sorted(kwargs.items())]
     text = f"{_name(fn)}({', '.join(parts)})"
     return hashlib.sha256(text.encode()).hexdigest()[:24], text
 
@@ -144,9 +145,11 @@ def sweep_path(fn, results_dir=None, *, owner: str | None = None, preset: str = 
 
 
 def environment() -> str:
-    """What a result computed bit for bit depends on beyond its arguments: the jax and jaxlib
-    versions, the platform, the CPU model, the cores this process may use and ``$XLA_FLAGS`` (as a
-    set). The fingerprint of ``recorded(..., exact=True)`` holds it.
+    """What a result computed bit for bit depends on beyond its arguments: the jax, jaxlib and
+    optax versions, whether 64-bit floats are on, the platform, the CPU model and a hash of its
+    instruction-set flags, the cores this process may use and ``$XLA_FLAGS`` (where a flag is given
+    twice, XLA takes the last value, and so does this; sorted by name). The fingerprint of
+    ``recorded(..., exact=True)`` holds it.
 
     Examples:
       >>> environment().startswith("jax ")
@@ -154,10 +157,26 @@ def environment() -> str:
     """
     import jax
     import jaxlib
-    flags = " ".join(sorted(set(os.environ.get("XLA_FLAGS", "").split()))) or "none"
+    import optax
+    flags = {}
+    for f in os.environ.get("XLA_FLAGS", "").split():
+        flags[f.split("=", 1)[0]] = f
+    flags = " ".join(flags[k] for k in sorted(flags)) or "none"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, {jax.default_backend()} on {_cpu_model()}, "
-            f"{cores} core(s), XLA_FLAGS {flags}")
+    return (f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, optax {optax.__version__}, "
+            f"x64 {bool(jax.config.jax_enable_x64)}, {jax.default_backend()} on {_cpu_model()} "
+            f"(flags {_cpu_flags()}), {cores} core(s), XLA_FLAGS {flags}")
+
+
+def _cpu_flags() -> str:
+    """A short hash of the CPU's instruction-set flags (``/proc/cpuinfo``), or "unknown"."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return hashlib.sha256(" ".join(sorted(line.split(":", 1)[1].split())).encode()).hexdigest()[:12]
+    except OSError:
+        pass
+    return "unknown"
 
 
 def _keyed(obj):          # dictionaries with non-string keys, as lists of pairs (and back: _unkeyed)
@@ -206,14 +225,16 @@ def read_entries(path) -> dict:
     return out
 
 
-def recorded(fn, *args, keep=None, owner: str | None = None, depends=None, exact: bool = False, **kwargs):
+def recorded(fn, *args, keep=None, owner: str | None = None, depends=None, exact: bool = False,
+             preset: str | None = None, **kwargs):
     """``fn(*args, **kwargs)``, read from ``book/results/sweeps/`` when recorded there from the same
     arguments (module docstring; the mode is ``$ITLIN_SWEEPS``, the folder follows ``$ITLIN_PRESET``).
     Prints one line saying which. With ``keep`` (a list of keys), only those entries of the returned
     dict, computed or read alike: for a function whose result also holds things a file cannot (a
     trained state, a model). ``owner``: the chapter that owns the file (:func:`sweep_path`);
     ``depends``: settings the result depends on that are not arguments (fingerprinted, not passed);
-    ``exact``: the fingerprint also holds the :func:`environment`.
+    ``exact``: the fingerprint also holds the :func:`environment`; ``preset``: the preset whose folder
+    is used (default ``$ITLIN_PRESET``).
 
     Examples:
       >>> import numpy as np, tempfile
@@ -232,12 +253,14 @@ def recorded(fn, *args, keep=None, owner: str | None = None, depends=None, exact
     m = mode()
     if keep is not None and (isinstance(keep, str) or not all(isinstance(k, str) for k in keep)):
         raise TypeError(f"keep must be a list of the result's keys (strings), got {keep!r}.")
+    if not isinstance(exact, bool):
+        raise TypeError(f"exact must be True or False, got {exact!r}.")
     if owner is not None and not (isinstance(owner, str) and owner.isidentifier()):
         raise TypeError(f"owner must be a chapter's name (a word such as 'resnet_mnist'), got {owner!r}.")
     extra = {" keep": None if keep is None else list(keep), " depends": depends,
-             " environment": environment() if exact else None}
+             " environment": (env := environment() if exact else None)}
     key, text = fingerprint(fn, *args, **kwargs, **{k: v for k, v in extra.items() if v is not None})
-    path, name = sweep_path(fn, owner=owner, preset=get_preset()), _name(fn).replace("itlin_core.book.", "")
+    path, name = sweep_path(fn, owner=owner, preset=get_preset(preset)), _name(fn).replace("itlin_core.book.", "")
     shown = os.path.relpath(path)
     shown = str(path) if shown.startswith("../..") else shown
     if m == "use":
@@ -262,7 +285,7 @@ def recorded(fn, *args, keep=None, owner: str | None = None, depends=None, exact
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     "machine": {**device_description(), "processor": _cpu_model(), "cpus": os.cpu_count()},
                     "versions": software_versions(), "result": _encode(_keyed(result), name),
-                    **({"environment": environment()} if exact else {})}
+                    **({"environment": env} if exact else {})}
     blob = json.dumps({"format": 1, "entries": entries}, allow_nan=False, separators=(",", ":"))
     write_bytes_atomically(path, blob.encode("ascii"))
     _STARTED.add(str(path))
