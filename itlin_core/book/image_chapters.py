@@ -287,9 +287,8 @@ def provenance(record_or_results, preset: str | None = None) -> str:
 
 
 def chapter_results(chapter: str, preset: str | None = None):
-    """``(results, source)`` for a chapter notebook: at ``book`` the recorded colab/paper result
-    (``(None, None)`` when none is recorded); otherwise the chapter trained now
-    (:func:`run_chapter`), and at ``colab``/``paper`` on real data also recorded
+    """``(results, source)`` for a chapter notebook: at ``book`` the recorded colab/paper result (``(None, None)``
+    when none is recorded); otherwise the chapter trained now (:func:`run_chapter`), and at ``colab``/``paper`` on real data also recorded
     (:func:`~itlin_core.book.records.save_results`). At ``smoke`` it trains through :func:`~itlin_core.book.sweeps.recorded`.
 
     Examples:
