@@ -114,15 +114,20 @@ def fingerprint(fn, *args, **kwargs) -> tuple[str, str]:
     return hashlib.sha256(text.encode()).hexdigest()[:24], text
 
 
-def _cpu_model() -> str:
-    """The CPU's model name (Linux's ``/proc/cpuinfo``), else what :mod:`platform` knows."""
+def _cpuinfo(field: str) -> str | None:
+    """The value of the first ``field`` line of Linux's ``/proc/cpuinfo``, or None."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def _cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` knows."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def _name(fn) -> str:
@@ -170,13 +175,8 @@ def environment() -> str:
 
 def _cpu_flags() -> str:
     """A short hash of the CPU's instruction-set flags (``/proc/cpuinfo``), or "unknown"."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return hashlib.sha256(" ".join(sorted(line.split(":", 1)[1].split())).encode()).hexdigest()[:12]
-    except OSError:
-        pass
-    return "unknown"
+    flags = _cpuinfo("flags")
+    return "unknown" if flags is None else hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:12]
 
 
 def _keyed(obj):          # dictionaries with non-string keys, as lists of pairs (and back: _unkeyed)
