@@ -1,18 +1,19 @@
 """Hands each notebook that nbval has executed to the smoke book build, so that ``make test``
-executes every notebook once instead of twice.
+and ``make test-system`` together execute every notebook once instead of twice.
 
 When ``$ITLIN_TEST_BOOK_DIR`` is set (``make test`` sets it), this plugin collects the outputs of
 every cell nbval runs; once all code cells of a notebook have passed, it stores the executed
 notebook in the execution cache of the smoke book build (``$ITLIN_TEST_BOOK_DIR/_build/
 .jupyter_cache``, see ``itlin_core.tools.execution.cache_executed``). The build
-(``tests/test_book_build.py``, run after the notebooks) then renders those notebooks from the cache
-and executes only the ones that are missing. A notebook with a failing or skipped cell is not
+(``tests/test_book_build.py``, in ``make test-system``) then renders those notebooks from the
+cache and executes only the ones that are missing. A notebook with a failing or skipped cell is not
 cached (nbval reports it). Without the variable nothing is cached and the build executes all.
 
-So that the build need not wait for the last unit test, it may start as soon as every notebook has
-been handed out: each worker lists the notebooks it collected (``expected-<name>`` in
-``$ITLIN_TEST_BOOK_DIR/_notebooks``) and marks each notebook whose last cell has run, passed or
-not (``done-<name>``), and the build waits for these marks (``itlin_core.tools.execution.wait_for_notebooks``).
+When the build runs in the same pytest session as the notebooks (a plain ``pytest tests book``),
+it may start as soon as every notebook has been handed out: each worker lists the
+notebooks it collected (``expected-<name>`` in ``$ITLIN_TEST_BOOK_DIR/_notebooks``) and marks each
+notebook whose last cell has run, passed or not (``done-<name>``), and the build waits for these
+marks (``itlin_core.tools.execution.wait_for_notebooks``).
 """
 
 import os

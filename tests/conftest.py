@@ -23,13 +23,11 @@ SMOKE_SLOWEST_FIRST = ("refresh_rules", "resnet_mnist", "linearisation", "digits
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The notebooks (nbval) run first, longest first (:data:`SMOKE_SLOWEST_FIRST`), the
-    whole-book build (tests/test_book_build.py) next and the unit tests last: under ``make test``
-    nbval hands each notebook it has executed to that build (``conftest.py`` at the repository
-    root), which waits until every notebook has run and then only renders them. Under
-    pytest-xdist (``-n auto --dist loadfile``) the build is handed out right after the notebooks,
-    so that it and its browser tests overlap the unit tests on the other worker instead of
-    running alone at the end."""
+    """The notebooks (nbval) run first, longest first (:data:`SMOKE_SLOWEST_FIRST`), so that the
+    two workers of ``make test`` (``-n auto --dist loadfile``) finish them together, then the unit
+    tests. Under ``make test-system`` the book build (tests/test_book_build.py, which renders the
+    notebooks ``make test`` executed) starts first, as the longest file, beside the other system
+    tests on the other worker."""
     def rank(item):
         if item.nodeid.startswith("tests/test_book_build.py"):
             return (1, 0)

@@ -3,8 +3,10 @@ static sliders of the built HTML work in a real browser (headless Chromium).
 
 The whole book is built ONCE per test run, at the smoke preset with ``-W --keep-going``
 (the ``smoke_book`` fixture); the build test and the browser test share that build. The small
-failure-path builds use their own throw-away books. All builds go to temporary directories and
-use the repository's own _config.yml.
+failure-path builds use their own throw-away books. All builds use the repository's own
+_config.yml. The builds are marked ``system`` and run in ``make test-system``, which renders the
+notebooks that ``make test`` executed (``$ITLIN_TEST_BOOK_DIR``, see the Makefile); the checks
+of this file that build nothing run in ``make test``.
 """
 
 import contextlib
@@ -67,10 +69,11 @@ def small_book(tmp_path, pages):
 def smoke_book(tmp_path_factory):
     """The whole book, built once at the smoke preset with -W --keep-going.
 
-    Under ``make test`` the build goes to ``$ITLIN_TEST_BOOK_DIR``, whose execution cache holds the
-    notebooks nbval has executed in this run (``conftest.py`` at the repository root); the build
-    waits until nbval has run every notebook of the session, renders those that passed and
-    executes only the others. Without the variable it executes every notebook."""
+    Under ``make test-system`` the build goes to ``$ITLIN_TEST_BOOK_DIR``, whose execution cache
+    holds the notebooks nbval executed in ``make test`` (``conftest.py`` at the repository root);
+    the build renders those that passed and executes only the others. When the notebooks run in
+    the same session, it first waits until nbval has run every one of them. Without the variable
+    it executes every notebook."""
     given = os.environ.get("ITLIN_TEST_BOOK_DIR")
     out = pathlib.Path(given) if given else tmp_path_factory.mktemp("smoke_book")
     if given:
@@ -112,6 +115,7 @@ def notebook(*sources, markdown=""):
 
 
 @pytest.mark.parametrize("fails", [False, True], ids=["passes", "a cell fails"])
+@pytest.mark.system
 def test_nbval_hands_the_executed_notebook_to_the_build(tmp_path, fails):
     """`make test`'s shortcut (conftest.py at the repository root): a notebook that nbval has run with
     $ITLIN_TEST_BOOK_DIR set is rendered from the build's cache, not executed again (the notebook
@@ -145,6 +149,7 @@ def test_nbval_hands_the_executed_notebook_to_the_build(tmp_path, fails):
     assert "printed line" in page and "<b>shown</b>" in page
 
 
+@pytest.mark.system
 def test_notebooks_executed_in_parallel_are_rendered_from_the_cache(tmp_path):
     """`make book`'s first step: execution.execute_into_cache runs the table of contents' notebooks
     two at a time into the build's cache; the build then renders them without executing them
@@ -235,6 +240,7 @@ def shown_book(tmp_path_factory):
 
 
 @pytest.mark.parametrize("hide", [False, True])
+@pytest.mark.system
 def test_solutions_can_be_hidden_for_a_class(tmp_path, hide, request):
     """ITLIN_HIDE_SOLUTIONS=1 (make book SOLUTIONS=hide) removes every solution from the page,
     the code cells of a gated solution included, and keeps the exercise and everything after."""
@@ -246,6 +252,7 @@ def test_solutions_can_be_hidden_for_a_class(tmp_path, hide, request):
     assert "AFTER_TEXT" in page and "AFTER_CODE" in page and "Compute." in page
 
 
+@pytest.mark.system
 def test_a_sphinx_warning_fails_the_strict_build(tmp_path):
     book = small_book(tmp_path, {"page.md": "# Page\n\nA link to {ref}`no-such-label-anywhere`.\n"})
     result = build(book, tmp_path / "out", *STRICT)
@@ -254,6 +261,7 @@ def test_a_sphinx_warning_fails_the_strict_build(tmp_path):
         (result.stdout + result.stderr)[-3000:]
 
 
+@pytest.mark.system
 def test_whole_book_builds_at_smoke_preset_without_warnings(smoke_book):
     result = smoke_book.result
     found = sphinx_warnings(result)
@@ -385,6 +393,7 @@ def console_errors(driver, base_url):
     return errors
 
 
+@pytest.mark.system
 def test_maths_renders_offline_in_chromium(smoke_book, tmp_path):
     """With every other host unreachable, MathJax (served from _static) typesets the maths of a
     chapter: the page has MathJax's rendered elements and no displayed TeX is left raw."""
@@ -471,6 +480,7 @@ return low;
 """
 
 
+@pytest.mark.system
 def test_every_page_reads_at_phone_and_desktop_width_in_light_and_dark_mode(smoke_book, tmp_path):
     """Every page of the book (chapters and reference pages) in headless Chromium at a phone
     (390 px) and a desktop (1280 px) width, in the theme's light and dark modes: the page never
@@ -525,6 +535,7 @@ def test_every_page_reads_at_phone_and_desktop_width_in_light_and_dark_mode(smok
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.system
 def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
     """Every page with a static slider: each slider shows a frame, names its parameter and shows
     the current value, has written tick labels and no playback controls; moving it (and the
@@ -586,6 +597,7 @@ def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
             assert not errors, f"{page}: JavaScript errors in the browser console:\n" + "\n".join(errors)
 
 
+@pytest.mark.system
 def test_the_gpu_page_tables_are_computed_from_the_records(shown_book):
     """``{itlin-measured-costs}`` renders the measured costs from the committed records: every
     image chapter is either in the table (with its GPU named) or listed as not recorded; and

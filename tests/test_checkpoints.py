@@ -111,6 +111,7 @@ def test_crash_during_a_checkpoint_write_resumes_from_the_previous_one(tmp_path,
     assert_same_run(resumed, whole)
 
 
+@pytest.mark.system
 def test_resume_in_a_new_process(tmp_path):
     """The second half runs in a fresh Python process (new JAX runtime, new compilations)."""
     whole = run_ckpt(tmp_path / "whole.npz")

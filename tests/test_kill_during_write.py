@@ -21,6 +21,8 @@ import itlin_core as ic
 from itlin_core.book import records
 from itlin_core.tools import execution
 
+pytestmark = pytest.mark.system     # each test runs (and kills) a child process: make test-system
+
 N = 100_000     # floats per version: several write calls per file
 ROWS = 1000     # rows of a figure's table (each is traced while the child writes, so few), timings
 

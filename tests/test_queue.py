@@ -53,6 +53,7 @@ def strip_costs(rec):
                                                       "peak_device_bytes")}
 
 
+@pytest.mark.system
 def test_an_interrupted_queue_resumes_to_the_record_of_an_uninterrupted_one(setup):
     tmp_path, data, python = setup
     assert queue.queue("laptop") == [("cifar_few_updates", "fig3"), ("cifar_few_updates", "fig3_tgn")]

@@ -62,23 +62,27 @@ def _same_record(a, b):
 
 
 @pytest.mark.parametrize("devices", [2, 4])
+@pytest.mark.system
 def test_a_run_group_gives_the_same_record_on_several_devices(four_devices, devices):
     one = _group(four_devices, "group1/")
     assert one["train_loss"].shape[1] == 3            # three runs: padded to four, cut back to three
     _same_record(one, _group(four_devices, f"group{devices}/"))
 
 
+@pytest.mark.system
 def test_a_checkpoint_resumes_on_another_number_of_devices(four_devices):
     """Four devices for the first evaluation interval, two for the second, one for the last."""
     _same_record(_group(four_devices, "group1/"), _group(four_devices, "resumed/"))
 
 
+@pytest.mark.system
 def test_sharded_vmap_over_seeds_matches_one_device(four_devices):
     assert four_devices["vmap4"].shape == (5,)        # five seeds, padded to eight, cut back
     np.testing.assert_allclose(four_devices["vmap4"], four_devices["vmap1"], **ROUNDING)
     np.testing.assert_allclose(four_devices["vmap1"], four_devices["vmap_loop"], **ROUNDING)
 
 
+@pytest.mark.system
 def test_a_toy_sweep_on_four_devices_matches_one(four_devices):
     _, hist = worker.train_toy(None)
     np.testing.assert_allclose(four_devices["toy_loss"], hist["loss"], **ROUNDING)
@@ -91,6 +95,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.system
 def test_two_hosts_train_and_resume_like_one_device(tmp_path):
     """Two processes of two CPU devices each (JAX's multi-host runtime over gloo): the mesh spans
     both, process 0 alone writes the checkpoint and the result, the run stops half way and
