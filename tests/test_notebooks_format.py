@@ -135,6 +135,8 @@ def _header(path):
     level = re.search(r"Level: ([a-z ]+)\.", text)
     time = re.search(r"Reading time: about (\d+ minutes|an hour)", text)
     assert level and time, f"{path.name}: its top states no 'Level: ...' and 'Reading time: about ...'"
+    assert level.group(1) in ("intro", "intermediate", "advanced"), \
+        f"{path.name}: level {level.group(1)!r} is not intro, intermediate or advanced (book/teachers.md's scale)"
     return level.group(1), "1 h" if time.group(1) == "an hour" else time.group(1).replace(" minutes", " min")
 
 

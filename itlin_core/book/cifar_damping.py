@@ -78,7 +78,7 @@ def accuracy_when_each_linearisation_is_solved(results):
     plotting.plot_record_curves(axes[0], adam, "test_accuracy_proxy", colours=["tab:orange"] * len(adam["Ks"]),
                                 label_suffix=" (Adam)", linestyle=":", runs=small)
     plotting.plot_record_curves(axes[0], adam, "test_accuracy_proxy", colours=red,
-                                label_suffix=" (Adam, each linearisation solved)", runs=[big])
+                                label_suffix=" (Adam, long linearisations)", runs=[big])
     axes[0].set(title="Test accuracy")
     plotting.legend_below(axes[0], ncol=1)
     plotting.plot_record_curves(axes[1], adam, "train_accuracy_proxy", colours=red, label_suffix=": proxy (trained)",

@@ -384,9 +384,9 @@ def rules_against_updates(ax, hist, metric: str, *, ylabel: str, ratio: float | 
         ax.plot(upd[idx], val[idx], marker=marker, color=colour, ls="-" if family == "fixed" else "none", ms=7,
                 label=names[family])
         if family == "fixed" and annotate_fixed:  # their K on a top axis, clear of the data
-            shown = []                           # no two labels closer than 0.4 decades
+            shown = []                           # no two labels closer than 0.6 decades
             for i in idx:
-                shown += [i] if not shown or math.log10(upd[i] / upd[shown[-1]]) >= 0.4 else []
+                shown += [i] if not shown or math.log10(upd[i] / upd[shown[-1]]) >= 0.6 else []
             ax.set_xscale("log")
             top = ax.twiny()                     # the same log x axis at the top, with ticks at those K
             top.set(xscale="log", xlim=ax.get_xlim(), xlabel="K of the fixed period")
