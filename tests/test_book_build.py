@@ -191,6 +191,16 @@ def test_workers_share_the_cores_out(monkeypatch):
     assert execution.core_share(0, 2) is None          # not Linux
 
 
+def test_the_suites_start_orders_name_files_that_exist():
+    """tests/conftest.py starts make test's notebooks and its longest unit-test files first; a name
+    there that matches no file would silently drop out of the order."""
+    from conftest import SMOKE_SLOWEST_FIRST, UNIT_SLOWEST_FIRST   # tests/conftest.py
+
+    assert all((ROOT / "book" / f"{n}.ipynb").is_file() for n in SMOKE_SLOWEST_FIRST), SMOKE_SLOWEST_FIRST
+    assert all((ROOT / "tests" / f"{n}.py").is_file() for n in UNIT_SLOWEST_FIRST), UNIT_SLOWEST_FIRST
+    assert len(set(UNIT_SLOWEST_FIRST)) == len(UNIT_SLOWEST_FIRST)
+
+
 def test_notebooks_start_longest_first_and_untimed_ones_before_the_timed():
     first, second = execution.SLOWEST_FIRST[:2]
     paths = [pathlib.Path(f"book/{n}.ipynb") for n in ("a", second, "b", first, "c")]
