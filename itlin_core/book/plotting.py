@@ -237,11 +237,11 @@ def stability_figure(results, source, groups) -> dict | None:
     for ax in axes.flat[len(recs):]:
         ax.set_visible(False)
     out = {"crossed": [], "diverged": [], "largest": -math.inf}
-    titles = [(groups.get(g) if isinstance(groups, dict) else None) or (f"{rec['n_train']:,} training images, "
-              if rec.get("n_train") else "") + f"lr {rec['config']['lr']:g}" for g, rec in recs]
+    titles = [(groups.get(g) if isinstance(groups, dict) else None) or f"{g} (lr {rec['config']['lr']:g})"
+              for g, rec in recs]    # a group by its name in the settings table, unless named here
     for ax, (name, rec), title in zip(axes.flat, recs, titles):
-        ratio = plot_stability(ax, rec)      # two groups alike in both: their lengths tell them apart
-        ax.set_title(title if titles.count(title) == 1 else f"{title}, {int(rec['eval_step'][-1]):,} steps")
+        ratio = plot_stability(ax, rec)
+        ax.set_title(title)
         legend_below(ax, ncol=3)             # under the panel: the runs' lines fill it
         peak = np.nanmax(np.where(np.isfinite(ratio), ratio, np.nan), axis=0)
         out["crossed"] += [(name, label) for label, r in zip(rec["labels"], peak) if r > 1]
