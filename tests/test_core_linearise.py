@@ -21,9 +21,22 @@ PROBLEMS = {
 
 @pytest.fixture(params=sorted(PROBLEMS))
 def problem(request):
-    model, xshape = PROBLEMS[request.param]
+    return _problem(request.param)
+
+
+@pytest.fixture(params=sorted(set(PROBLEMS) - {"cnn-lenet50-small"}))
+def dense_problem(request):
+    """The problems without the CNN, for properties that do not depend on the kind of layer: the
+    CNN's kernel is compared with its explicit Jacobian below, and linearise on CNNs (affine,
+    exact at the anchor, first order) is tested on the ResNet-18s in test_models_cnn.py. Compiling
+    the CNN's programs cost these three tests about 15 s of the suite's time."""
+    return _problem(request.param)
+
+
+def _problem(name):
+    model, xshape = PROBLEMS[name]
     params = model.init(jax.random.PRNGKey(0))
-    if request.param == "mean-field-silu":   # v = 0 at initialisation: move it, or half the kernel is zero
+    if name == "mean-field-silu":   # v = 0 at initialisation: move it, or half the kernel is zero
         params = {"u": params["u"], "v": jax.random.normal(jax.random.PRNGKey(4), params["v"].shape)}
     x = jax.random.normal(jax.random.PRNGKey(1), xshape)
     return model, params, x
@@ -38,15 +51,15 @@ def add(a, b, s=1.0):
     return jax.tree_util.tree_map(lambda u, v: u + s * v, a, b)
 
 
-def test_linearise_equals_f_at_anchor(problem):
-    model, params, x = problem
+def test_linearise_equals_f_at_anchor(dense_problem):
+    model, params, x = dense_problem
     f_lin = ic.linearise(model.apply, params)
     # equal up to round-off: the primal of jax.jvp may evaluate an activation by another formula
     np.testing.assert_allclose(f_lin(params, x), model.apply(params, x), rtol=1e-13, atol=1e-15)
 
 
-def test_linearise_is_affine_with_jvp_slope(problem):
-    model, params, x = problem
+def test_linearise_is_affine_with_jvp_slope(dense_problem):
+    model, params, x = dense_problem
     f_lin = ic.linearise(model.apply, params)
     u = random_like(params, jax.random.PRNGKey(2), 0.1)
     v = random_like(params, jax.random.PRNGKey(3), 0.1)
@@ -108,8 +121,8 @@ def test_empirical_ntk_equals_explicit_jjt(problem):
                                rtol=1e-9, atol=1e-9)
 
 
-def test_empirical_ntk_default_second_argument_is_symmetric_psd(problem):
-    model, params, x = problem
+def test_empirical_ntk_default_second_argument_is_symmetric_psd(dense_problem):
+    model, params, x = dense_problem
     k = np.asarray(ic.empirical_ntk(model.apply, params, x))
     np.testing.assert_allclose(k, k.T, rtol=1e-10, atol=1e-10)
     assert np.linalg.eigvalsh(k).min() > -1e-8 * np.abs(k).max()
