@@ -422,7 +422,8 @@ def test_maths_renders_offline_in_chromium(smoke_book, tmp_path):
 
 def figure_problems(driver, chapter: str, device: str) -> list:
     """What is wrong with the figures of a chapter page as Chromium shows it: every figure has a
-    numbered caption and every output image is in a figure (or a slider); at desktop width no
+    numbered caption, every output image is in a figure (or a slider) and every slider is in a
+    numbered figure (glued, issue 42); at desktop width no
     figure is shrunk so far that the style's smallest font (legends and ticks) falls below 12 px
     (9 pt, issue 42) on screen, and on a phone a figure keeps a readable width (it scrolls in its own box)."""
     from itlin_core.book import plotting
@@ -431,7 +432,7 @@ def figure_problems(driver, chapter: str, device: str) -> list:
     natural_px = smallest_pt / 72 * plotting.STYLE["savefig.dpi"]     # in the PNG, before the page scales it
     problems = []
     figures = driver.execute_script(
-        "return [...document.querySelectorAll('figure img')].map(i => [i.naturalWidth, "
+        "return [...document.querySelectorAll('figure img:not(.itlin-slider-frame)')].map(i => [i.naturalWidth, "
         "i.getBoundingClientRect().width, !!i.closest('figure').querySelector('.caption-number')])")
     for natural, shown, numbered in figures:
         if not numbered:
@@ -446,6 +447,11 @@ def figure_problems(driver, chapter: str, device: str) -> list:
         "&& !i.closest('.itlin-slider')).length")
     if unnumbered:
         problems.append(f"{chapter} ({device}): {unnumbered} output image(s) without a figure caption")
+    loose = driver.execute_script(
+        "return [...document.querySelectorAll('div.itlin-slider')].filter(p => !(p.closest('figure') "
+        "&& p.closest('figure').querySelector('figcaption .caption-number'))).length")
+    if loose:
+        problems.append(f"{chapter} ({device}): {loose} slider(s) outside a numbered figure")
     return problems
 
 
@@ -580,8 +586,13 @@ def test_static_sliders_move_in_chromium(smoke_book, tmp_path):
                 wait.until(lambda d: (img.get_attribute("src") or "").startswith("data:image/png"),
                            message=f"{where}: no frame is displayed")
                 assert name and value.text.startswith(f"{name} = "), f"{where}: value shown as {value.text!r}"
-                captions = player.find_elements(By.CSS_SELECTOR, ".itlin-slider-caption")
-                assert captions and captions[0].text.strip(), f"{where}: the slider has no caption"
+                # a numbered figure's caption (the player glued into a {glue:figure}), or its own
+                caption = driver.execute_script(
+                    "const f = arguments[0].closest('figure');"
+                    "const n = f && f.querySelector('figcaption .caption-number');"
+                    "const own = arguments[0].querySelector('.itlin-slider-caption');"
+                    "return n ? f.querySelector('figcaption').textContent : (own ? own.textContent : '');", player)
+                assert caption.strip(), f"{where}: the slider has no caption"
                 ticks = [t.text for t in player.find_elements(By.CSS_SELECTOR, ".itlin-slider-tick")]
                 assert len(ticks) >= 2 and all(ticks), f"{where}: tick labels {ticks}"
                 assert not player.find_elements(By.CSS_SELECTOR, "[class*=anim-], input[type=radio]"), \

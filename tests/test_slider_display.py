@@ -55,6 +55,30 @@ def test_cell_ending_in_slider_displays_it_once(mode):
     assert last_value is None, f"{mode}: the cell's value displayed the slider again: {sorted(last_value)}"
 
 
+def test_a_named_static_slider_is_glued_for_a_numbered_figure_not_displayed():
+    """With name=..., the static player goes to myst-nb's glue store under that name (shown by a
+    ``{glue:figure}`` directive with a Markdown caption) instead of into the cell's output."""
+    pytest.importorskip("myst_nb")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.user_ns.update(plt=plt, widgets=widgets)
+    published, last_value = run_cell(shell, "fig, ax = plt.subplots()\n"
+                                     "widgets.slider(fig, lambda v: ax.set_title(str(v)), [1, 2], label='t', "
+                                     "mode='static', name='fig-demo-slider')\n")
+    assert last_value is None
+    shown = [d for d in published if 'class="itlin-slider-range"' in d.get("text/html", "")]
+    glued = [d for d in published if any(k.endswith("text/html") and k != "text/html" for k in d)]
+    assert not shown and len(glued) == 1, "a named slider is glued, not shown in its cell"
+
+
+@pytest.mark.parametrize("name", ["", 3])
+def test_slider_name_must_be_a_glue_key(name):
+    fig, _ = plt.subplots()
+    with pytest.raises(TypeError, match="name"):
+        widgets.slider(fig, lambda v: None, [1, 2], label="t", mode="static", name=name)
+
+
 def test_shown_gives_the_displayed_object():
     fig, ax = plt.subplots()
     shown = widgets.slider(fig, lambda v: None, [1.0, 2.0], label="t", mode="static")

@@ -214,7 +214,8 @@ def static_html(frames_png: Sequence[bytes], labels: Sequence[str], label: str, 
 
 
 def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable = "{:g}".format,
-           mode: str | None = None, fixed_axes: bool = True, alt: str = "", caption: str = ""):
+           mode: str | None = None, fixed_axes: bool = True, alt: str = "", caption: str = "",
+           name: str | None = None):
     """Show ``fig`` with a parameter slider over ``values``; ``draw(value)`` redraws the figure.
 
     The current value is written beside the slider and into the figure's title
@@ -225,6 +226,12 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
     displayed object (an ``IPython`` ``HTML`` object in static mode, the ipywidgets container
     in live mode) wrapped in :class:`Shown`, so that a cell ending in ``slider(...)`` does not
     display it a second time. The figure is closed afterwards, so no extra still image appears.
+
+    With ``name`` (static mode), the player is not displayed in the cell but glued under ``name``
+    (myst-nb's ``glue``), so that the chapter shows it as a numbered figure whose caption is
+    written in Markdown (with maths) in the cell that follows:
+    ``{glue:figure} name`` / ``:name: name`` / the caption. Where myst-nb is not installed it is
+    displayed as without ``name``; in live mode ``name`` changes nothing.
 
     Examples:
       In static mode (no kernel needed: what the book shows) it displays, and returns, the HTML player:
@@ -243,6 +250,8 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
         raise ValueError("slider needs at least one value in values, got none.")
     if not isinstance(label, str) or not label:
         raise TypeError(f"slider's label must be a non-empty string (the parameter's name), got {label!r}.")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise TypeError(f"slider's name must be a non-empty string (the glue key of its figure) or None, got {name!r}.")
     if not callable(draw):
         raise TypeError(f"slider's draw must be a function draw(value) that redraws the figure, got {draw!r}.")
     from IPython.display import HTML, display
@@ -268,7 +277,14 @@ def slider(fig, draw: Callable, values: Sequence, *, label: str, fmt: Callable =
             pngs.append(buf.getvalue())
         html = HTML(static_html(pngs, [fmt(v) for v in values], label, alt, caption))
         plt.close(fig)
-        display(html)
+        try:
+            from myst_nb import glue
+        except ImportError:
+            glue = None
+        if name is not None and glue is not None:
+            glue(name, html, display=False)   # shown by {glue:figure} name, with its caption
+        else:
+            display(html)
         return Shown(html)
 
     import ipywidgets as widgets
