@@ -115,16 +115,27 @@ def test_code_shown_to_readers_fits_the_page(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_every_slider_has_a_caption(path):
-    """A slider's frames are figures too: each ``widgets.slider(...)`` call passes ``caption=``."""
+def test_every_slider_is_a_numbered_figure_with_a_caption(path):
+    """A slider's frames are a figure too: each ``widgets.slider(...)`` call passes ``name=`` and
+    ``alt=`` (the frames' description), and the Markdown cell right after it shows the glued player
+    as ``{glue:figure}`` under that name, with a ``:name:`` to refer to and a written caption."""
     import ast
 
-    for cell in json.loads(path.read_text())["cells"]:
+    cells = json.loads(path.read_text())["cells"]
+    for i, cell in enumerate(cells):
         if cell["cell_type"] != "code" or "widgets.slider(" not in "".join(cell["source"]):
             continue
         for node in ast.walk(ast.parse("".join(cell["source"]))):
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "widgets.slider":
-                assert any(k.arg == "caption" for k in node.keywords), f"{path.name}: a slider without caption="
+                kw = {k.arg: k.value for k in node.keywords}
+                assert {"name", "alt"} <= set(kw), f"{path.name}: a slider without name= and alt="
+                name = ast.literal_eval(kw["name"])
+                after = "".join(cells[i + 1]["source"]) if i + 1 < len(cells) else ""
+                m = re.match(r"```\{glue:figure\} (\S+)\n:name: (\S+)\n\n(.+?)\n```", after, re.S)
+                assert cells[i + 1]["cell_type"] == "markdown" and m, \
+                    f"{path.name}: the cell after slider {name!r} does not show it with {{glue:figure}}"
+                assert m.group(1) == m.group(2) == name and len(m.group(3).split()) >= 8, \
+                    f"{path.name}: slider {name!r}: figure {m.group(1)!r}, label {m.group(2)!r}, caption {m.group(3)!r}"
 
 
 def _header(path):
