@@ -144,17 +144,19 @@ def test_damping_per_run_equals_separate_damped_steps():
     x = jax.random.normal(jax.random.PRNGKey(1), (6, 16, 16, 1))
     y = jnp.arange(6) % 3
     opt = optax.adam(1e-2)
-    lams = (0.0, 0.5, 3.0)
-    step, _ = ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, (3, 3, 3), damping=lams)
-    states = ic.replicate(ic.init_il_state(params, opt), 3)
+    lams = (0.0, 3.0)   # undamped and damped side by side: each run must get its own
+    step, _ = ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, (3, 3), damping=lams)
+    states = ic.replicate(ic.init_il_state(params, opt), 2)
     singles = [ic.init_il_state(params, opt) for _ in lams]
     steps1 = [jax.jit(ic.make_il_step(model.apply, ic.softmax_cross_entropy, opt, 3, damping=lam)) for lam in lams]
-    for _ in range(5):
+    for _ in range(4):   # past a relinearisation (K = 3)
         states, _ = step(states, (x, y))
         singles = [s1(s, (x, y))[0] for s1, s in zip(steps1, singles)]
     for i, s in enumerate(singles):
         for a, b in zip(jax.tree_util.tree_leaves(s.params), jax.tree_util.tree_leaves(states.params)):
             np.testing.assert_allclose(b[i], a, rtol=1e-6, atol=1e-9)
+    first = jax.tree_util.tree_leaves(states.params)[0]
+    assert not np.allclose(first[0], first[1]), "the damping made no difference: the test would not see a mix-up"
     with pytest.raises(ValueError, match="one damping per K"):
         ic.make_il_sweep_step(model.apply, ic.softmax_cross_entropy, opt, (1, 2), damping=(0.1, 0.2, 0.3))
     with pytest.raises(ValueError):
