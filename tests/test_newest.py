@@ -58,3 +58,27 @@ def test_bad_input_and_a_damaged_status_say_what_is_wrong(tmp_path, capsys):
     with pytest.raises(ValueError, match="not from a copy installed with pip"):
         newest.check(root, tmp_path / "never.json")
     assert not (tmp_path / "never.json").exists()
+
+
+def test_at_the_pinned_versions_only_the_first_and_last_chapters_run_again(tmp_path):
+    """Where the newest versions are the pins, `make test` has just executed every chapter with
+    them: the check executes the first and last notebooks only and says why the others did not
+    run; where one version differs, it executes every chapter."""
+    (tmp_path / "b").mkdir()
+    root = book(tmp_path / "b", {"first": "x = 1", "middle": "raise RuntimeError('executed')", "last": "y = 2"})
+    got = newest.versions()
+    same = tmp_path / "same.txt"
+    same.write_text("# pins\n" + "".join(f"{k}=={got[k]}\n" for k in newest.COMPARED) + "pytest==9.2.0\n")
+    out = tmp_path / "same.json"
+    assert newest.main(["--book", str(root), "--out", str(out), "--pinned", str(same)]) == 0
+    rows = {r["chapter"]: r for r in json.loads(out.read_text())["chapters"]}
+    assert rows["first"]["passed"] and rows["last"]["passed"]
+    assert rows["middle"]["passed"] is None and rows["middle"]["error"] == newest.SAME_AS_PINS
+    text = newest.status_markdown(out)
+    assert "2 of 3 chapters ran" in text and "the other 1 were not re-run" in text
+    assert "| {doc}`middle` | not re-run (pinned versions) |  |" in text
+    other = tmp_path / "other.txt"
+    other.write_text(same.read_text().replace(f"jax=={got['jax']}", "jax==0.0.1"))
+    assert newest.main(["--book", str(root), "--out", str(out), "--pinned", str(other)]) == 1
+    assert "executed" in {r["chapter"]: r for r in json.loads(out.read_text())["chapters"]}["middle"]["error"]
+    assert newest.main(["--book", str(root), "--out", str(out), "--pinned", str(tmp_path / "none.txt")]) == 2
