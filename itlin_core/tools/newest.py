@@ -93,6 +93,25 @@ def pins(requirements) -> dict:
     return out
 
 
+def to_execute(notebooks: list, got: dict, pinned=None) -> tuple[list, bool]:
+    """``(the notebooks to execute, whether the versions ``got`` are the pins)``: all of
+    ``notebooks``, or only the first and the last where every package of :data:`COMPARED` has in
+    ``got`` the version the requirements file ``pinned`` pins (``None``: never).
+
+    Examples:
+      >>> import tempfile, pathlib
+      >>> p = pathlib.Path(tempfile.mkdtemp()) / "requirements.txt"
+      >>> got = dict(jax="0.10.2", jaxlib="0.10.2", optax="0.2.8", numpy="2.4.6", matplotlib="3.11.2")
+      >>> _ = p.write_text("".join(f"{k}=={v}\\n" for k, v in got.items()))
+      >>> to_execute(["a", "b", "c"], got, p), to_execute(["a", "b", "c"], got)
+      ((['a', 'c'], True), (['a', 'b', 'c'], False))
+      >>> to_execute(["a", "b", "c"], dict(got, jax="0.11.0"), p)
+      (['a', 'b', 'c'], False)
+    """
+    same = pinned is not None and all(pins(pinned).get(k) == got.get(k) for k in COMPARED)
+    return (list(notebooks) if not same or len(notebooks) <= 2 else [notebooks[0], notebooks[-1]]), same
+
+
 def check(book_root, out, *, timeout: float = 900.0, jobs: int = 1, log=print, pinned=None) -> dict:
     """Copy every notebook that ``book_root/_toc.yml`` lists into an empty temporary folder,
     execute them there ``jobs`` at a time with :data:`NOTEBOOK_ENV` set (:func:`run_notebook`),
@@ -125,8 +144,7 @@ def check(book_root, out, *, timeout: float = 900.0, jobs: int = 1, log=print, p
         return r
 
     got = versions()
-    same = pinned is not None and all(pins(pinned).get(k) == got[k] for k in COMPARED)
-    run = notebooks if not same or len(notebooks) <= 2 else [notebooks[0], notebooks[-1]]
+    run, same = to_execute(notebooks, got, pinned)
     if same:
         log(f"jax, jaxlib, optax, numpy and matplotlib are the versions pinned in {pinned}: executing "
             f"{len(run)} of {len(notebooks)} chapters (the others ran with these versions in `make test`).")
@@ -216,7 +234,7 @@ def main(argv=None) -> int:
     return 1 if failed else 0
 
 
-__all__ = ["NOTEBOOK_ENV", "COMPARED", "SAME_AS_PINS", "versions", "pins", "run_notebook", "check", "status_markdown", "main"]
+__all__ = ["NOTEBOOK_ENV", "COMPARED", "SAME_AS_PINS", "versions", "pins", "to_execute", "run_notebook", "check", "status_markdown", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())
